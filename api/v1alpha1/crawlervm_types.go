@@ -1,0 +1,308 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// CPUPlacement says whether a crawler's vCPUs get host CPUs of their own.
+// +kubebuilder:validation:Enum=dedicated;shared
+type CPUPlacement string
+
+const (
+	// CPUPlacementDedicated pins every vCPU to an exclusive host CPU (kubelet CPU Manager
+	// static policy), isolates the emulator thread and runs the guest as realtime.
+	CPUPlacementDedicated CPUPlacement = "dedicated"
+	// CPUPlacementShared runs the vCPUs on the node's shared pool, protected by CPU requests
+	// (cgroup weights).
+	CPUPlacementShared CPUPlacement = "shared"
+)
+
+// PlacementPolicy chooses among the nodes that can host a crawler.
+// +kubebuilder:validation:Enum=pack;spread
+type PlacementPolicy string
+
+const (
+	// PlacementPolicyPack fills nodes before using new ones (fewest nodes).
+	PlacementPolicyPack PlacementPolicy = "pack"
+	// PlacementPolicySpread prefers the node with the most headroom.
+	PlacementPolicySpread PlacementPolicy = "spread"
+)
+
+// CrawlerVMSpec is what a crawler needs: its request rate, its timing budget, its guest
+// and, optionally, a real-time NIC, placement constraints and probe settings.
+type CrawlerVMSpec struct {
+	// rps is the number of requests per second the crawler sends, 1 to 100000.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	RPS int32 `json:"rps"`
+
+	// errorBudget is the largest acceptable measurement-interval error and the share of
+	// intervals that must stay within it.
+	// +required
+	ErrorBudget ErrorBudget `json:"errorBudget"`
+
+	// guest describes the crawler's virtual machine: disk image, memory, cloud-init.
+	// +required
+	Guest Guest `json:"guest"`
+
+	// cpuPlacement is dedicated (exclusive host CPUs, realtime guest; the default) or
+	// shared (the node's shared CPU pool, protected by CPU requests).
+	// +optional
+	// +kubebuilder:default=dedicated
+	CPUPlacement CPUPlacement `json:"cpuPlacement,omitempty"`
+
+	// rtNIC attaches a real-time secondary network with a transfer deadline and a
+	// guaranteed bandwidth.
+	// +optional
+	RTNIC *RTNIC `json:"rtNIC,omitempty"`
+
+	// placement constrains and steers the choice of node.
+	// +optional
+	// +kubebuilder:default={}
+	Placement *Placement `json:"placement,omitempty"`
+
+	// probe sets when and for how long the SLO is measured.
+	// +optional
+	// +kubebuilder:default={}
+	Probe *Probe `json:"probe,omitempty"`
+}
+
+// ErrorBudget is the crawler's timing requirement: at objective percent of intervals the
+// interval error stays within tolerance.
+type ErrorBudget struct {
+	// tolerance is the largest acceptable interval error, a duration > 0 and <= 10s
+	// (for example 10ms).
+	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('10s')",message="spec.errorBudget.tolerance must be greater than 0 and at most 10s, for example 10ms"
+	Tolerance metav1.Duration `json:"tolerance"`
+
+	// objective is the percentage of intervals that must meet the tolerance, as a decimal
+	// string >= 90 and < 100. Default "99.999" (IEC 61508 SIL 1, continuous mode).
+	// +optional
+	// +kubebuilder:default="99.999"
+	// +kubebuilder:validation:MaxLength=10
+	// +kubebuilder:validation:Pattern=`^[0-9]{1,3}(\.[0-9]{1,6})?$`
+	// +kubebuilder:validation:XValidation:rule="double(self) >= 90.0 && double(self) < 100.0",message="spec.errorBudget.objective must be a percentage >= 90 and < 100, for example \"99.999\""
+	Objective string `json:"objective,omitempty"`
+}
+
+// Guest is the crawler's virtual machine.
+type Guest struct {
+	// image is the containerDisk image that holds the crawler's disk.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image"`
+
+	// memory is the guest's memory, at least 256Mi. Dedicated crawlers back it with 2Mi
+	// hugepages, rounded up to a whole page.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('256Mi')) >= 0",message="spec.guest.memory must be at least 256Mi"
+	Memory resource.Quantity `json:"memory"`
+
+	// cloudInitUserData is the guest's own cloud-init user data. When rtNIC is set,
+	// isochron adds a part that marks the RT-NIC's traffic with its DSCP class; the two are
+	// combined as a MIME multipart document, and yours is passed on unchanged. At most
+	// 1024 characters, so that the combined document stays within KubeVirt's 2048-byte
+	// limit for inline user data.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	CloudInitUserData string `json:"cloudInitUserData,omitempty"`
+}
+
+// RTNIC is a real-time secondary network interface (a Multus NetworkAttachmentDefinition).
+type RTNIC struct {
+	// networkName is the NetworkAttachmentDefinition, as name or namespace/name; without a
+	// namespace it is looked up in the CrawlerVM's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')",message="spec.rtNIC.networkName must be name or namespace/name of a NetworkAttachmentDefinition (lower-case DNS names), for example bms/rt-net"
+	NetworkName string `json:"networkName"`
+
+	// deadline is the largest acceptable transfer delay on this NIC, > 0 and <= 1s. It
+	// selects the DSCP class that marks the crawler's traffic.
+	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('1s')",message="spec.rtNIC.deadline must be greater than 0 and at most 1s, for example 5ms"
+	Deadline metav1.Duration `json:"deadline"`
+
+	// minBandwidth is the bandwidth the crawler's traffic needs on this NIC, in bits per
+	// second (for example 100M), > 0.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="spec.rtNIC.minBandwidth must be a positive number of bits per second, for example 100M"
+	MinBandwidth resource.Quantity `json:"minBandwidth"`
+}
+
+// Placement constrains and steers the choice of node.
+type Placement struct {
+	// nodeSelector restricts the crawler to nodes with these labels.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// tolerations let the crawler run on nodes with matching taints.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// policy chooses among the nodes that fit: pack (fewest nodes; the default) or spread
+	// (most headroom).
+	// +optional
+	// +kubebuilder:default=pack
+	Policy PlacementPolicy `json:"policy,omitempty"`
+}
+
+// Probe sets when and for how long the crawler's SLO is measured.
+type Probe struct {
+	// schedule is a cron schedule (five fields, or @hourly, @daily...) for repeated probes.
+	// Empty: probe after each start and each spec change only.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self == '' || self.matches('^@(yearly|annually|monthly|weekly|daily|hourly)$') || self.matches('^[^ ]+( +[^ ]+){4}$')",message="spec.probe.schedule must be a cron schedule of five fields (for example \"0 3 * * *\") or one of @yearly, @monthly, @weekly, @daily, @hourly"
+	Schedule string `json:"schedule,omitempty"`
+
+	// duration is how long each probe measures, >= 10s and <= 24h. Default 20m (10^5
+	// samples at 100 rps, enough for a p99.999).
+	// +optional
+	// +kubebuilder:default="20m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s') && duration(self) <= duration('24h')",message="spec.probe.duration must be at least 10s and at most 24h, for example 20m"
+	Duration *metav1.Duration `json:"duration,omitempty"`
+}
+
+// Condition types of a CrawlerVM.
+const (
+	// ConditionReady is True when the crawler's VMI runs on its placed node.
+	ConditionReady = "Ready"
+	// ConditionPlaced is True when a node was chosen for the crawler.
+	ConditionPlaced = "Placed"
+	// ConditionSLOConfirmed is True when the last probe measured the SLO as met.
+	ConditionSLOConfirmed = "SLOConfirmed"
+)
+
+// Condition reasons of a CrawlerVM.
+const (
+	ReasonPlaced            = "Placed"
+	ReasonUnschedulable     = "Unschedulable"
+	ReasonInvalid           = "Invalid"
+	ReasonVMIPending        = "VMIPending"
+	ReasonVMIRunning        = "VMIRunning"
+	ReasonVMIFailed         = "VMIFailed"
+	ReasonVMIReplacing      = "VMIReplacing"
+	ReasonNotPlaced         = "NotPlaced"
+	ReasonRTNetworkNotFound = "RTNetworkNotFound"
+)
+
+// CrawlerVMStatus is what isochron decided and observed for a crawler.
+type CrawlerVMStatus struct {
+	// observedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions are Ready, Placed and SLOConfirmed.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// sizing is the size chosen for the crawler's VM.
+	// +optional
+	Sizing *Sizing `json:"sizing,omitempty"`
+
+	// placement is the node chosen and what is predicted there.
+	// +optional
+	Placement *PlacementStatus `json:"placement,omitempty"`
+
+	// vmi is the KubeVirt VirtualMachineInstance that runs the crawler.
+	// +optional
+	VMI *VMIStatus `json:"vmi,omitempty"`
+}
+
+// Sizing is the size chosen for a crawler's VM.
+type Sizing struct {
+	// vcpus is the number of guest vCPUs.
+	VCPUs int32 `json:"vcpus"`
+	// hostCPUs is the number of exclusive host CPUs the VM holds: its vCPUs plus the
+	// isolated emulator thread (0 for shared placement).
+	HostCPUs int32 `json:"hostCPUs"`
+	// cpuRequest is the CPU the VM's pod requests (a whole number for dedicated
+	// placement; the peak demand for shared placement, as a cgroup weight).
+	CPURequest resource.Quantity `json:"cpuRequest"`
+	// hugepages is the guest memory in 2Mi hugepages (0 for shared placement).
+	// +optional
+	Hugepages *resource.Quantity `json:"hugepages,omitempty"`
+	// memory is the memory the VM's pod requests for the guest.
+	Memory resource.Quantity `json:"memory"`
+}
+
+// PlacementStatus is the node chosen for a crawler and what is predicted there.
+type PlacementStatus struct {
+	// node is the name of the chosen node.
+	Node string `json:"node"`
+	// predictedError is the predicted interval error at the objective percentile
+	// (absent until the contention model predicts one).
+	// +optional
+	PredictedError *metav1.Duration `json:"predictedError,omitempty"`
+	// headroom is tolerance minus predictedError.
+	// +optional
+	Headroom *metav1.Duration `json:"headroom,omitempty"`
+}
+
+// VMIStatus names the crawler's VirtualMachineInstance and its phase.
+type VMIStatus struct {
+	// name of the VirtualMachineInstance, in the CrawlerVM's namespace.
+	Name string `json:"name"`
+	// phase of the VirtualMachineInstance as KubeVirt reports it.
+	// +optional
+	Phase string `json:"phase,omitempty"`
+}
+
+// CrawlerVM is a real-time crawler VM: isochron sizes it from its request rate and error
+// budget, places it on a node where it and every neighbour stay within budget, runs it as
+// a KubeVirt VirtualMachineInstance and measures its timing.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=cvm,categories=isochron
+// +kubebuilder:printcolumn:name="RPS",type=integer,JSONPath=`.spec.rps`
+// +kubebuilder:printcolumn:name="TOLERANCE",type=string,JSONPath=`.spec.errorBudget.tolerance`
+// +kubebuilder:printcolumn:name="NODE",type=string,JSONPath=`.status.placement.node`
+// +kubebuilder:printcolumn:name="VCPUS",type=integer,JSONPath=`.status.sizing.vcpus`
+// +kubebuilder:printcolumn:name="PREDICTED",type=string,JSONPath=`.status.placement.predictedError`
+// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
+type CrawlerVM struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is what the crawler needs.
+	// +required
+	Spec CrawlerVMSpec `json:"spec"`
+	// status is what isochron decided and observed.
+	// +optional
+	Status CrawlerVMStatus `json:"status,omitempty"`
+}
+
+// CrawlerVMList is a list of CrawlerVMs.
+// +kubebuilder:object:root=true
+type CrawlerVMList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []CrawlerVM `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&CrawlerVM{}, &CrawlerVMList{})
+}

@@ -1,0 +1,209 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/placement"
+	"isochron.io/isochron/internal/render"
+	"isochron.io/isochron/internal/sizing"
+)
+
+// place sizes the crawler and holds a node for it in status. A crawler placed for its
+// current generation on a node that still exists keeps its node without a new decision.
+// status.sizing and status.placement together are the reservation the crawler holds:
+// when a changed spec cannot be placed, the previous reservation (and the VMI running
+// with it) is kept, so nothing running is lost and no node is counted short.
+func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM) (bool, error) {
+	want, err := sizing.Size(&cvm.Spec, r.Sizing)
+	if err != nil {
+		setCondition(cvm, isov1.ConditionPlaced, false, isov1.ReasonInvalid, err.Error())
+		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonInvalid, err.Error())
+		return true, nil
+	}
+	held := cvm.Status.Placement
+	placedNow := apimeta.IsStatusConditionTrue(cvm.Status.Conditions, isov1.ConditionPlaced)
+	if held != nil && placedNow && cvm.Status.ObservedGeneration == cvm.Generation {
+		node := &corev1.Node{}
+		err := r.Get(ctx, types.NamespacedName{Name: held.Node}, node)
+		if err == nil {
+			return false, nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return true, err
+		}
+	}
+
+	nodes := &corev1.NodeList{}
+	if err := r.List(ctx, nodes); err != nil {
+		return true, fmt.Errorf("listing nodes: %w", err)
+	}
+	crawlers := &isov1.CrawlerVMList{}
+	if err := r.APIReader.List(ctx, crawlers); err != nil {
+		return true, fmt.Errorf("listing crawlers: %w", err)
+	}
+	inventory := make([]placement.Node, 0, len(nodes.Items))
+	for i := range nodes.Items {
+		inventory = append(inventory, nodeFromAPI(&nodes.Items[i]))
+	}
+	var residents []placement.Resident
+	for i := range crawlers.Items {
+		if res, ok := residentFromAPI(&crawlers.Items[i]); ok {
+			residents = append(residents, res)
+		}
+	}
+	d := placement.Place(requestFromAPI(cvm, want), inventory, residents)
+	cvm.Status.ObservedGeneration = cvm.Generation
+	if !d.Placed() {
+		msg := fmt.Sprintf("no node can host %d vCPUs (%d exclusive CPUs): %s", want.VCPUs, want.HostCPUs, d.Reason)
+		if held != nil {
+			msg += fmt.Sprintf("; the VM of the previous spec keeps its reservation on %s", held.Node)
+		} else {
+			cvm.Status.Sizing = want.Status()
+		}
+		if placedNow || apimeta.FindStatusCondition(cvm.Status.Conditions, isov1.ConditionPlaced) == nil {
+			r.Recorder.Event(cvm, corev1.EventTypeWarning, isov1.ReasonUnschedulable, msg)
+		}
+		setCondition(cvm, isov1.ConditionPlaced, false, isov1.ReasonUnschedulable, msg)
+		if held == nil {
+			setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonNotPlaced, "waiting for a node: "+d.Reason)
+			return true, nil
+		}
+		return false, nil // keep running the previous VMI
+	}
+	if held == nil || held.Node != d.Node {
+		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.ReasonPlaced, "Placed on node %s with %d vCPUs (%d exclusive CPUs)", d.Node, want.VCPUs, want.HostCPUs)
+	}
+	cvm.Status.Sizing = want.Status()
+	cvm.Status.Placement = &isov1.PlacementStatus{Node: d.Node}
+	setCondition(cvm, isov1.ConditionPlaced, true, isov1.ReasonPlaced,
+		fmt.Sprintf("node %s holds %d vCPUs (%d exclusive CPUs); %s CPU left there", d.Node, want.VCPUs, want.HostCPUs, milliString(d.FreeCPUMilli)))
+	return false, nil
+}
+
+// runVMI makes the VMI match the reservation in status and reports its phase. VMI specs
+// are immutable, so a changed rendering replaces the VMI: delete, then create once gone.
+func (r *CrawlerVMReconciler) runVMI(ctx context.Context, cvm *isov1.CrawlerVM) (bool, error) {
+	held := cvm.Status.Placement
+	size, ok := residentFromAPI(cvm)
+	if !ok {
+		return true, nil
+	}
+	binding, err := r.rtBinding(ctx, cvm)
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonRTNetworkNotFound,
+				fmt.Sprintf("spec.rtNIC.networkName: NetworkAttachmentDefinition %s not found; create it or fix the name", networkKey(cvm)))
+			return true, nil
+		}
+		return true, err
+	}
+	desired, err := render.VMI(render.Input{CrawlerVM: cvm, Sizing: size.Sizing, Node: held.Node, RTBinding: binding})
+	if err != nil {
+		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonInvalid, err.Error())
+		return true, nil
+	}
+
+	current := &kubevirtv1.VirtualMachineInstance{}
+	err = r.Get(ctx, client.ObjectKeyFromObject(desired), current)
+	switch {
+	case apierrors.IsNotFound(err):
+		u, err := render.Unstructured(desired)
+		if err != nil {
+			return true, err
+		}
+		if err := r.Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+			return true, fmt.Errorf("applying VMI %s: %w", desired.Name, err)
+		}
+		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, "VMICreated", "Created VMI %s on node %s", desired.Name, held.Node)
+		cvm.Status.VMI = &isov1.VMIStatus{Name: desired.Name}
+		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonVMIPending, fmt.Sprintf("VMI %s created, waiting for KubeVirt to start it", desired.Name))
+		return false, nil
+	case err != nil:
+		return true, fmt.Errorf("reading VMI %s: %w", desired.Name, err)
+	}
+	if !ownedBy(current, cvm) {
+		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonInvalid,
+			fmt.Sprintf("a VMI named %s exists and is not owned by this CrawlerVM; delete or rename it", current.Name))
+		return true, nil
+	}
+	cvm.Status.VMI = &isov1.VMIStatus{Name: current.Name, Phase: string(current.Status.Phase)}
+	if !current.DeletionTimestamp.IsZero() {
+		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonVMIReplacing, fmt.Sprintf("waiting for VMI %s to be deleted before starting it with the new spec", current.Name))
+		return true, nil
+	}
+	if current.Annotations[render.AnnotationSpecHash] != desired.Annotations[render.AnnotationSpecHash] {
+		if err := r.Delete(ctx, current, client.Preconditions{UID: &current.UID}); client.IgnoreNotFound(err) != nil {
+			return true, fmt.Errorf("deleting outdated VMI %s: %w", current.Name, err)
+		}
+		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.ReasonVMIReplacing, "Replacing VMI %s: spec generation %d renders a different VMI", current.Name, cvm.Generation)
+		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonVMIReplacing,
+			fmt.Sprintf("spec generation %d changed the VMI; VMI %s is being replaced (VMI specs are immutable)", cvm.Generation, current.Name))
+		return true, nil
+	}
+	ok, reason, msg := readiness(current)
+	if ok && !apimeta.IsStatusConditionTrue(cvm.Status.Conditions, isov1.ConditionReady) {
+		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, reason, "VMI %s runs on node %s", current.Name, current.Status.NodeName)
+	}
+	setCondition(cvm, isov1.ConditionReady, ok, reason, msg)
+	return false, nil
+}
+
+// rtBinding reads the RT-NIC's NetworkAttachmentDefinition to tell SR-IOV from bridge.
+func (r *CrawlerVMReconciler) rtBinding(ctx context.Context, cvm *isov1.CrawlerVM) (render.Binding, error) {
+	if cvm.Spec.RTNIC == nil {
+		return "", nil
+	}
+	nad := &nadv1.NetworkAttachmentDefinition{}
+	if err := r.Get(ctx, networkKey(cvm), nad); err != nil {
+		return "", err
+	}
+	return BindingOf(nad), nil
+}
+
+// BindingOf is SR-IOV for a NetworkAttachmentDefinition of the sriov CNI plugin or one
+// that requests an SR-IOV device resource, bridge otherwise.
+func BindingOf(nad *nadv1.NetworkAttachmentDefinition) render.Binding {
+	res := nad.Annotations["k8s.v1.cni.cncf.io/resourceName"]
+	cfg := strings.ReplaceAll(nad.Spec.Config, " ", "")
+	if strings.Contains(strings.ToLower(res), "sriov") || strings.Contains(cfg, `"type":"sriov"`) {
+		return render.BindingSRIOV
+	}
+	return render.BindingBridge
+}
+
+// networkKey is the RT-NIC's NetworkAttachmentDefinition; a bare name is in the
+// CrawlerVM's namespace.
+func networkKey(cvm *isov1.CrawlerVM) types.NamespacedName {
+	ns, name, found := strings.Cut(cvm.Spec.RTNIC.NetworkName, "/")
+	if !found {
+		return types.NamespacedName{Namespace: cvm.Namespace, Name: ns}
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}
+}
+
+func ownedBy(o client.Object, cvm *isov1.CrawlerVM) bool {
+	for _, ref := range o.GetOwnerReferences() {
+		if ref.UID == cvm.UID {
+			return true
+		}
+	}
+	return false
+}
+
+func milliString(m int64) string {
+	if m%1000 == 0 {
+		return fmt.Sprintf("%d", m/1000)
+	}
+	return fmt.Sprintf("%dm", m)
+}

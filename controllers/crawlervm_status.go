@@ -1,0 +1,42 @@
+package controllers
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+)
+
+// setCondition sets one condition for the CrawlerVM's current generation. It does no I/O.
+func setCondition(cvm *isov1.CrawlerVM, typ string, ok bool, reason, message string) {
+	status := metav1.ConditionFalse
+	if ok {
+		status = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&cvm.Status.Conditions, metav1.Condition{
+		Type:               typ,
+		Status:             status,
+		Reason:             reason,
+		Message:            message,
+		ObservedGeneration: cvm.Generation,
+	})
+}
+
+// readiness turns what KubeVirt reports of the VMI into the Ready condition.
+func readiness(vmi *kubevirtv1.VirtualMachineInstance) (ok bool, reason, message string) {
+	switch vmi.Status.Phase {
+	case kubevirtv1.Running:
+		return true, isov1.ReasonVMIRunning, fmt.Sprintf("VMI %s runs on node %s", vmi.Name, vmi.Status.NodeName)
+	case kubevirtv1.Failed:
+		return false, isov1.ReasonVMIFailed, fmt.Sprintf("VMI %s failed; delete it to have isochron start a new one", vmi.Name)
+	case kubevirtv1.Succeeded:
+		return false, isov1.ReasonVMIFailed, fmt.Sprintf("VMI %s stopped; delete it to have isochron start a new one", vmi.Name)
+	case "":
+		return false, isov1.ReasonVMIPending, fmt.Sprintf("VMI %s created, waiting for KubeVirt to schedule it", vmi.Name)
+	default:
+		return false, isov1.ReasonVMIPending, fmt.Sprintf("VMI %s is %s", vmi.Name, vmi.Status.Phase)
+	}
+}

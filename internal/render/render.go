@@ -1,0 +1,226 @@
+// Package render turns a CrawlerVM and the decisions made for it (size, node, RT-NIC
+// binding) into the KubeVirt VirtualMachineInstance that runs it. It is pure: the same
+// input gives the same object, byte for byte once serialised.
+package render
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/sizing"
+)
+
+// Labels and annotations isochron puts on what it creates.
+const (
+	LabelManagedBy      = "app.kubernetes.io/managed-by"
+	ManagedByValue      = "isochron"
+	LabelCrawlerVM      = "isochron.io/crawlervm"
+	AnnotationSpecHash  = "isochron.io/vmi-spec-hash"
+	hostnameLabel       = "kubernetes.io/hostname"
+	maxKubeVirtUserData = 2048 // KubeVirt refuses inline cloud-init user data above this
+)
+
+// Names of the VMI's disks, volumes, interfaces and networks.
+const (
+	NetworkPod      = "default"
+	NetworkRT       = "rt"
+	VolumeDisk      = "containerdisk"
+	VolumeCloudInit = "cloudinitdisk"
+)
+
+// Binding is how the RT-NIC attaches to the VM.
+type Binding string
+
+const (
+	// BindingBridge connects the RT-NIC through a Linux bridge (vhost-net in the kernel).
+	BindingBridge Binding = "bridge"
+	// BindingSRIOV passes an SR-IOV virtual function through to the guest.
+	BindingSRIOV Binding = "sriov"
+)
+
+// Input is everything the VMI depends on.
+type Input struct {
+	CrawlerVM *isov1.CrawlerVM
+	Sizing    sizing.Result
+	// Node is the node the crawler was placed on; required.
+	Node string
+	// RTBinding is how the RT-NIC attaches; ignored without spec.rtNIC, bridge if empty.
+	RTBinding Binding
+}
+
+// Name is the deterministic name of a crawler's VMI.
+func Name(cvm *isov1.CrawlerVM) string { return cvm.Name }
+
+// VMI renders the VirtualMachineInstance for in.
+func VMI(in Input) (*kubevirtv1.VirtualMachineInstance, error) {
+	cvm := in.CrawlerVM
+	if in.Node == "" {
+		return nil, fmt.Errorf("rendering %s/%s: no node chosen", cvm.Namespace, cvm.Name)
+	}
+	spec := kubevirtv1.VirtualMachineInstanceSpec{
+		Domain: kubevirtv1.DomainSpec{
+			CPU:       cpu(in.Sizing),
+			Resources: resources(in.Sizing),
+			Devices: kubevirtv1.Devices{
+				Disks: []kubevirtv1.Disk{{
+					Name:       VolumeDisk,
+					DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}},
+				}},
+				Interfaces: []kubevirtv1.Interface{{
+					Name:                   NetworkPod,
+					InterfaceBindingMethod: kubevirtv1.InterfaceBindingMethod{Masquerade: &kubevirtv1.InterfaceMasquerade{}},
+				}},
+			},
+		},
+		Networks: []kubevirtv1.Network{{
+			Name:          NetworkPod,
+			NetworkSource: kubevirtv1.NetworkSource{Pod: &kubevirtv1.PodNetwork{}},
+		}},
+		Volumes: []kubevirtv1.Volume{{
+			Name:         VolumeDisk,
+			VolumeSource: kubevirtv1.VolumeSource{ContainerDisk: &kubevirtv1.ContainerDiskSource{Image: cvm.Spec.Guest.Image}},
+		}},
+		Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+					Key: hostnameLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{in.Node},
+				}}}},
+			},
+		}},
+	}
+	if in.Sizing.Dedicated() {
+		spec.Domain.Memory = &kubevirtv1.Memory{Hugepages: &kubevirtv1.Hugepages{PageSize: "2Mi"}}
+	}
+	if p := cvm.Spec.Placement; p != nil {
+		if len(p.NodeSelector) > 0 {
+			spec.NodeSelector = make(map[string]string, len(p.NodeSelector))
+			for k, v := range p.NodeSelector {
+				spec.NodeSelector[k] = v
+			}
+		}
+		spec.Tolerations = append([]corev1.Toleration(nil), p.Tolerations...)
+	}
+
+	var ours string
+	if nic := cvm.Spec.RTNIC; nic != nil {
+		iface := kubevirtv1.Interface{Name: NetworkRT, MacAddress: MAC(cvm)}
+		if in.RTBinding == BindingSRIOV {
+			iface.SRIOV = &kubevirtv1.InterfaceSRIOV{}
+		} else {
+			iface.Bridge = &kubevirtv1.InterfaceBridge{}
+		}
+		spec.Domain.Devices.Interfaces = append(spec.Domain.Devices.Interfaces, iface)
+		spec.Networks = append(spec.Networks, kubevirtv1.Network{
+			Name:          NetworkRT,
+			NetworkSource: kubevirtv1.NetworkSource{Multus: &kubevirtv1.MultusNetwork{NetworkName: nic.NetworkName}},
+		})
+		ours = dscpScript(iface.MacAddress, DSCPForDeadline(nic.Deadline.Duration))
+	}
+	data, err := userData(cvm.Spec.Guest.CloudInitUserData, ours)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxKubeVirtUserData {
+		return nil, fmt.Errorf("spec.guest.cloudInitUserData: with isochron's RT-NIC part the user data is %d bytes, over KubeVirt's %d-byte limit; shorten it by %d bytes",
+			len(data), maxKubeVirtUserData, len(data)-maxKubeVirtUserData)
+	}
+	if data != "" {
+		spec.Domain.Devices.Disks = append(spec.Domain.Devices.Disks, kubevirtv1.Disk{
+			Name:       VolumeCloudInit,
+			DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}},
+		})
+		spec.Volumes = append(spec.Volumes, kubevirtv1.Volume{
+			Name:         VolumeCloudInit,
+			VolumeSource: kubevirtv1.VolumeSource{CloudInitNoCloud: &kubevirtv1.CloudInitNoCloudSource{UserData: data}},
+		})
+	}
+
+	hash, err := specHash(&spec)
+	if err != nil {
+		return nil, err
+	}
+	return &kubevirtv1.VirtualMachineInstance{
+		TypeMeta: metav1.TypeMeta{APIVersion: kubevirtv1.GroupVersion.String(), Kind: "VirtualMachineInstance"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            Name(cvm),
+			Namespace:       cvm.Namespace,
+			Labels:          map[string]string{LabelManagedBy: ManagedByValue, LabelCrawlerVM: cvm.Name},
+			Annotations:     map[string]string{AnnotationSpecHash: hash},
+			OwnerReferences: []metav1.OwnerReference{OwnerReference(cvm)},
+		},
+		Spec: spec,
+	}, nil
+}
+
+// OwnerReference makes cvm the controlling owner of an object, so that deleting the
+// CrawlerVM deletes it.
+func OwnerReference(cvm *isov1.CrawlerVM) metav1.OwnerReference {
+	return metav1.OwnerReference{
+		APIVersion:         isov1.GroupVersion.String(),
+		Kind:               "CrawlerVM",
+		Name:               cvm.Name,
+		UID:                cvm.UID,
+		Controller:         ptr.To(true),
+		BlockOwnerDeletion: ptr.To(true),
+	}
+}
+
+// MAC is the RT-NIC's deterministic, locally administered unicast MAC address, by which
+// the guest finds the interface to mark.
+func MAC(cvm *isov1.CrawlerVM) string {
+	sum := sha256.Sum256([]byte(cvm.Namespace + "/" + cvm.Name))
+	sum[0] = 0x02 // locally administered, unicast
+	parts := make([]string, 6)
+	parts[0] = "02"
+	for i := 1; i < 6; i++ {
+		parts[i] = hex.EncodeToString(sum[i : i+1])
+	}
+	return strings.Join(parts, ":")
+}
+
+func cpu(s sizing.Result) *kubevirtv1.CPU {
+	c := &kubevirtv1.CPU{Cores: uint32(s.VCPUs), Sockets: 1, Threads: 1}
+	if s.Dedicated() {
+		c.DedicatedCPUPlacement = true
+		c.IsolateEmulatorThread = true
+		c.Realtime = &kubevirtv1.Realtime{}
+		c.NUMA = &kubevirtv1.NUMA{GuestMappingPassthrough: &kubevirtv1.NUMAGuestMappingPassthrough{}}
+	}
+	return c
+}
+
+func resources(s sizing.Result) kubevirtv1.ResourceRequirements {
+	cpu := *resource.NewMilliQuantity(s.CPURequestMilli, resource.DecimalSI)
+	mem := *resource.NewQuantity(s.MemoryBytes, resource.BinarySI)
+	r := kubevirtv1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: mem},
+	}
+	if s.Dedicated() {
+		// Guaranteed QoS with integer CPUs: the CPU Manager hands out exclusive CPUs.
+		r.Limits = corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: mem}
+	}
+	// Shared crawlers get no CPU limit: CFS quota throttling would add up to a period of
+	// delay; the request (a cgroup weight) is what protects them.
+	return r
+}
+
+// specHash identifies a VMI spec, so that a changed rendering can be told apart from the
+// running one without comparing against fields KubeVirt defaults.
+func specHash(spec *kubevirtv1.VirtualMachineInstanceSpec) (string, error) {
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return "", fmt.Errorf("hashing VMI spec: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8]), nil
+}
