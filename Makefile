@@ -48,15 +48,34 @@ vet: ## Run go vet.
 	$(GO) vet ./...
 
 .PHONY: verify-generated
-verify-generated: manifests generate ## Fail if generated files differ from what is committed.
-	X
+verify-generated: manifests generate ## Regenerate; under CI (CI=true) fail if that changed what is committed.
+	@changed="$$(git status --porcelain -- api config/crd config/rbac)"; \
+	if [ -n "$$changed" ]; then \
+		echo "$$changed"; \
+		if [ -n "$(CI)" ]; then echo "generated files are stale: run 'make manifests generate' and commit them"; exit 1; fi; \
+		echo "note: generated files above differ from the last commit; commit them with your change"; \
+	fi
 
 .PHONY: test-unit
-test-unit: ## Run the unit tests of the pure core (no API server).
-	$(GO) test ./internal/... ./api/...
+test-unit: ## Run the unit tests of the pure core, the CLI and the configs (no API server).
+	$(GO) test ./internal/... ./api/... ./cmd/...
+
+.PHONY: test-integration
+test-integration: envtest-bins ## Run the operator against a real kube-apiserver and etcd (envtest) with the real CRDs.
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test ./controllers/... -count=1 -timeout 15m
+
+.PHONY: test-admission
+test-admission: ## Judge every rendered VMI with KubeVirt's own admission code (module test/kubevirt).
+	cd test/kubevirt && $(GO) test ./... -count=1
 
 .PHONY: test
-test: vet verify-generated test-unit ## Run every test: unit, integration on a real API server, KubeVirt admission.
+test: vet verify-generated test-unit test-integration test-admission ## Run every test: unit, integration on a real API server, KubeVirt admission.
+
+##@ Demo
+
+.PHONY: demo
+demo: build envtest-bins ## Start a local control plane, run the operator on the samples, print what it decided.
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) run ./hack/demo --bin $(LOCALBIN)
 
 ##@ Build
 
@@ -65,7 +84,21 @@ build: ## Build the manager and isochronctl into bin/.
 	$(GO) build -o $(LOCALBIN)/manager ./cmd/manager
 	$(GO) build -o $(LOCALBIN)/isochronctl ./cmd/isochronctl
 
-##@ Tools
+##@ Deployment
+
+.PHONY: install
+install: $(KUSTOMIZE) ## Install the CRD into the cluster of the current kubeconfig.
+	$(KUSTOMIZE) build config/crd | kubectl apply --server-side -f -
+
+.PHONY: deploy
+deploy: $(KUSTOMIZE) ## Install CRD, RBAC and manager (config/default) into the current cluster.
+	$(KUSTOMIZE) build config/default | kubectl apply --server-side -f -
+
+.PHONY: undeploy
+undeploy: $(KUSTOMIZE) ## Remove what deploy installed.
+	$(KUSTOMIZE) build config/default | kubectl delete --ignore-not-found -f -
+
+# Tools, installed into bin/ at the pinned versions.
 
 $(CONTROLLER_GEN):
 	GOBIN=$(LOCALBIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
@@ -74,3 +107,8 @@ $(CONTROLLER_GEN):
 $(KUSTOMIZE):
 	GOBIN=$(LOCALBIN) $(GO) install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
 	mv $(LOCALBIN)/kustomize $@
+
+# Workflows kept in their own files; their targets are listed by `make help` too.
+include hack/make/kube.mk
+include hack/make/kubevirt.mk
+include hack/make/multus.mk

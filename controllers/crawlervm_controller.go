@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/inventory"
+	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/sizing"
 )
 
@@ -135,7 +137,7 @@ func rtNetworkIndex(o client.Object) []string {
 	if !ok || c.Spec.RTNIC == nil {
 		return nil
 	}
-	return []string{networkKey(c).String()}
+	return []string{render.NetworkKey(c).String()}
 }
 
 // nodeCapacityChanged ignores the heartbeats that make up most Node updates.
@@ -145,7 +147,6 @@ var nodeCapacityChanged = predicate.Funcs{
 		if o == nil || n == nil {
 			return true
 		}
-		return !equality.Semantic.DeepEqual(nodeFromAPI(o), nodeFromAPI(n))
+		return !equality.Semantic.DeepEqual(inventory.Node(o), inventory.Node(n))
 	},
 }
-

@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/inventory"
 	"isochron.io/isochron/internal/placement"
 	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/sizing"
@@ -52,17 +52,17 @@ func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM) (
 	if err := r.APIReader.List(ctx, crawlers); err != nil {
 		return true, fmt.Errorf("listing crawlers: %w", err)
 	}
-	inventory := make([]placement.Node, 0, len(nodes.Items))
+	nodeList := make([]placement.Node, 0, len(nodes.Items))
 	for i := range nodes.Items {
-		inventory = append(inventory, nodeFromAPI(&nodes.Items[i]))
+		nodeList = append(nodeList, inventory.Node(&nodes.Items[i]))
 	}
 	var residents []placement.Resident
 	for i := range crawlers.Items {
-		if res, ok := residentFromAPI(&crawlers.Items[i]); ok {
+		if res, ok := inventory.Resident(&crawlers.Items[i]); ok {
 			residents = append(residents, res)
 		}
 	}
-	d := placement.Place(requestFromAPI(cvm, want), inventory, residents)
+	d := placement.Place(inventory.Request(cvm, want), nodeList, residents)
 	cvm.Status.ObservedGeneration = cvm.Generation
 	if !d.Placed() {
 		msg := fmt.Sprintf("no node can host %d vCPUs (%d exclusive CPUs): %s", want.VCPUs, want.HostCPUs, d.Reason)
@@ -86,8 +86,12 @@ func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM) (
 	}
 	cvm.Status.Sizing = want.Status()
 	cvm.Status.Placement = &isov1.PlacementStatus{Node: d.Node}
+	holds := fmt.Sprintf("%d exclusive CPUs (%d vCPUs and the emulator thread)", want.HostCPUs, want.VCPUs)
+	if !want.Dedicated() {
+		holds = fmt.Sprintf("a %s CPU request in the shared pool for %d vCPUs", milliString(want.CPURequestMilli), want.VCPUs)
+	}
 	setCondition(cvm, isov1.ConditionPlaced, true, isov1.ReasonPlaced,
-		fmt.Sprintf("node %s holds %d vCPUs (%d exclusive CPUs); %s CPU left there", d.Node, want.VCPUs, want.HostCPUs, milliString(d.FreeCPUMilli)))
+		fmt.Sprintf("node %s holds %s; %s CPU left there", d.Node, holds, milliString(d.FreeCPUMilli)))
 	return false, nil
 }
 
@@ -95,7 +99,7 @@ func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM) (
 // are immutable, so a changed rendering replaces the VMI: delete, then create once gone.
 func (r *CrawlerVMReconciler) runVMI(ctx context.Context, cvm *isov1.CrawlerVM) (bool, error) {
 	held := cvm.Status.Placement
-	size, ok := residentFromAPI(cvm)
+	size, ok := inventory.Resident(cvm)
 	if !ok {
 		return true, nil
 	}
@@ -103,7 +107,7 @@ func (r *CrawlerVMReconciler) runVMI(ctx context.Context, cvm *isov1.CrawlerVM) 
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonRTNetworkNotFound,
-				fmt.Sprintf("spec.rtNIC.networkName: NetworkAttachmentDefinition %s not found; create it or fix the name", networkKey(cvm)))
+				fmt.Sprintf("spec.rtNIC.networkName: NetworkAttachmentDefinition %s not found; create it or fix the name", render.NetworkKey(cvm)))
 			return true, nil
 		}
 		return true, err
@@ -165,31 +169,10 @@ func (r *CrawlerVMReconciler) rtBinding(ctx context.Context, cvm *isov1.CrawlerV
 		return "", nil
 	}
 	nad := &nadv1.NetworkAttachmentDefinition{}
-	if err := r.Get(ctx, networkKey(cvm), nad); err != nil {
+	if err := r.Get(ctx, render.NetworkKey(cvm), nad); err != nil {
 		return "", err
 	}
-	return BindingOf(nad), nil
-}
-
-// BindingOf is SR-IOV for a NetworkAttachmentDefinition of the sriov CNI plugin or one
-// that requests an SR-IOV device resource, bridge otherwise.
-func BindingOf(nad *nadv1.NetworkAttachmentDefinition) render.Binding {
-	res := nad.Annotations["k8s.v1.cni.cncf.io/resourceName"]
-	cfg := strings.ReplaceAll(nad.Spec.Config, " ", "")
-	if strings.Contains(strings.ToLower(res), "sriov") || strings.Contains(cfg, `"type":"sriov"`) {
-		return render.BindingSRIOV
-	}
-	return render.BindingBridge
-}
-
-// networkKey is the RT-NIC's NetworkAttachmentDefinition; a bare name is in the
-// CrawlerVM's namespace.
-func networkKey(cvm *isov1.CrawlerVM) types.NamespacedName {
-	ns, name, found := strings.Cut(cvm.Spec.RTNIC.NetworkName, "/")
-	if !found {
-		return types.NamespacedName{Namespace: cvm.Namespace, Name: ns}
-	}
-	return types.NamespacedName{Namespace: ns, Name: name}
+	return render.BindingOf(nad), nil
 }
 
 func ownedBy(o client.Object, cvm *isov1.CrawlerVM) bool {

@@ -1,4 +1,5 @@
-package controllers
+// Package inventory converts API objects into the plain values the pure core takes.
+package inventory
 
 import (
 	corev1 "k8s.io/api/core/v1"
@@ -10,8 +11,8 @@ import (
 
 const hugepages2Mi corev1.ResourceName = "hugepages-2Mi"
 
-// nodeFromAPI is what placement needs of a Node.
-func nodeFromAPI(n *corev1.Node) placement.Node {
+// Node is what placement needs of a Node.
+func Node(n *corev1.Node) placement.Node {
 	alloc := n.Status.Allocatable
 	return placement.Node{
 		Name:           n.Name,
@@ -24,8 +25,8 @@ func nodeFromAPI(n *corev1.Node) placement.Node {
 	}
 }
 
-// residentFromAPI is the reservation a CrawlerVM holds: the size and node in its status.
-func residentFromAPI(c *isov1.CrawlerVM) (placement.Resident, bool) {
+// Resident is the reservation a CrawlerVM holds: the size and node in its status.
+func Resident(c *isov1.CrawlerVM) (placement.Resident, bool) {
 	s, p := c.Status.Sizing, c.Status.Placement
 	if s == nil || p == nil || p.Node == "" {
 		return placement.Resident{}, false
@@ -42,8 +43,8 @@ func residentFromAPI(c *isov1.CrawlerVM) (placement.Resident, bool) {
 	return placement.Resident{Key: c.Namespace + "/" + c.Name, Node: p.Node, Sizing: r}, true
 }
 
-// requestFromAPI is the placement request for a CrawlerVM of the given size.
-func requestFromAPI(c *isov1.CrawlerVM, s sizing.Result) placement.Request {
+// Request is the placement request for a CrawlerVM of the given size.
+func Request(c *isov1.CrawlerVM, s sizing.Result) placement.Request {
 	req := placement.Request{Key: c.Namespace + "/" + c.Name, Sizing: s, Policy: isov1.PlacementPolicyPack}
 	if p := c.Spec.Placement; p != nil {
 		req.NodeSelector, req.Tolerations = p.NodeSelector, p.Tolerations

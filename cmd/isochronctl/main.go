@@ -1,0 +1,98 @@
+// Command isochronctl shows what isochron decides, offline: `render` prints the objects
+// the operator would create for a set of CrawlerVMs.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"isochron.io/isochron/internal/cli"
+)
+
+// Exit codes, a contract for pipelines.
+const (
+	exitOK        = 0
+	exitError     = 1
+	exitInvalid   = 2
+	exitNotPlaced = 3
+)
+
+const usage = `isochronctl shows what isochron decides, offline.
+
+Usage:
+  isochronctl render -f FILE [-f FILE...] [--node NAME]
+
+Commands:
+  render   Print, as YAML, the objects the operator would create for the CrawlerVMs in
+           the files: each on --node, or placed on the Node objects in the files.
+
+Exit status: 0 done, 2 invalid input, 3 some crawler could not be placed, 1 other errors.
+`
+
+type files []string
+
+func (f *files) String() string     { return fmt.Sprint(*f) }
+func (f *files) Set(v string) error { *f = append(*f, v); return nil }
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, usage)
+		if len(args) == 0 {
+			return exitInvalid
+		}
+		return exitOK
+	}
+	switch args[0] {
+	case "render":
+		return render(ctx, args[1:], stdin, stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "isochronctl: unknown command %q\n\n%s", args[0], usage)
+		return exitInvalid
+	}
+}
+
+func render(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("render", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var paths files
+	fs.Var(&paths, "f", "file or directory of CrawlerVMs (and Nodes, NetworkAttachmentDefinitions); - for standard input; repeatable")
+	node := fs.String("node", "", "render every crawler on this node instead of placing it")
+	if err := fs.Parse(args); err != nil {
+		return exitInvalid
+	}
+	if len(paths) == 0 || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "isochronctl render: need -f FILE, and no other arguments")
+		return exitInvalid
+	}
+	inv, err := cli.Load(ctx, paths, stdin)
+	if err == nil {
+		err = cli.Render(inv, *node, stdout, stderr)
+	}
+	return report(stderr, err)
+}
+
+func report(stderr io.Writer, err error) int {
+	var invalid *cli.InputError
+	var notPlaced *cli.NotPlacedError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &invalid):
+		fmt.Fprintf(stderr, "isochronctl: invalid input:\n%s\n", err)
+		return exitInvalid
+	case errors.As(err, &notPlaced):
+		fmt.Fprintf(stderr, "isochronctl: %s\n", err)
+		return exitNotPlaced
+	default:
+		fmt.Fprintf(stderr, "isochronctl: %v\n", err)
+		return exitError
+	}
+}

@@ -1,0 +1,325 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/render"
+	"isochron.io/isochron/internal/sizing"
+	"isochron.io/isochron/internal/testcases"
+)
+
+func condition(c *isov1.CrawlerVM, typ string) string {
+	cond := apimeta.FindStatusCondition(c.Status.Conditions, typ)
+	if cond == nil {
+		return typ + "=<none>"
+	}
+	return fmt.Sprintf("%s=%s/%s: %s", typ, cond.Status, cond.Reason, cond.Message)
+}
+
+func hasCondition(c *isov1.CrawlerVM, typ string, status metav1.ConditionStatus, reason string) bool {
+	cond := apimeta.FindStatusCondition(c.Status.Conditions, typ)
+	return cond != nil && cond.Status == status && cond.Reason == reason && cond.ObservedGeneration == c.Generation
+}
+
+func createNAD(t *testing.T, ns, name string) {
+	t.Helper()
+	nad := &nadv1.NetworkAttachmentDefinition{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       nadv1.NetworkAttachmentDefinitionSpec{Config: `{"cniVersion":"0.3.1","type":"bridge","bridge":"br-rt"}`},
+	}
+	if err := k8s.Create(context.Background(), nad); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// setVMIPhase reports a VMI's phase as virt-handler would.
+func setVMIPhase(t *testing.T, vmi *kubevirtv1.VirtualMachineInstance, phase kubevirtv1.VirtualMachineInstancePhase, node string) {
+	t.Helper()
+	vmi.Status.Phase = phase
+	vmi.Status.NodeName = node
+	if err := k8s.Update(context.Background(), vmi); err != nil {
+		t.Fatalf("setting VMI phase: %v", err)
+	}
+}
+
+func waitForVMI(t *testing.T, key client.ObjectKey, cond func(*kubevirtv1.VirtualMachineInstance) bool) *kubevirtv1.VirtualMachineInstance {
+	t.Helper()
+	vmi := &kubevirtv1.VirtualMachineInstance{}
+	eventually(t, "VMI "+key.String(), func() (bool, string) {
+		vmi = &kubevirtv1.VirtualMachineInstance{}
+		if err := k8s.Get(context.Background(), key, vmi); err != nil {
+			return false, err.Error()
+		}
+		return cond(vmi), fmt.Sprintf("uid %s, annotations %v", vmi.UID, vmi.Annotations)
+	})
+	return vmi
+}
+
+func waitForCrawler(t *testing.T, c *isov1.CrawlerVM, what string, cond func(*isov1.CrawlerVM) bool) {
+	t.Helper()
+	eventually(t, what, func() (bool, string) {
+		get(t, c)
+		return cond(c), condition(c, isov1.ConditionPlaced) + "; " + condition(c, isov1.ConditionReady)
+	})
+}
+
+func TestCrawlerVMRunsAsVMI(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	createNode(t, rtNode("run-1", "it", "run"), 16)
+	createNAD(t, ns, "rt-net")
+	c := crawler(ns, "tower", withRTNIC("rt-net"), withSelector("it", "run"))
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+
+	// Placed, sized, and the VMI is exactly what the renderer produces for it.
+	vmi := waitForVMI(t, client.ObjectKey{Namespace: ns, Name: "tower"}, func(*kubevirtv1.VirtualMachineInstance) bool { return true })
+	waitForCrawler(t, c, "Placed on run-1", func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionPlaced, metav1.ConditionTrue, isov1.ReasonPlaced) &&
+			hasCondition(c, isov1.ConditionReady, metav1.ConditionFalse, isov1.ReasonVMIPending)
+	})
+	size, _ := sizing.Size(&c.Spec, sizing.DefaultParams())
+	want, err := render.VMI(render.Input{CrawlerVM: c, Sizing: size, Node: "run-1", RTBinding: render.BindingBridge})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(want.Spec, vmi.Spec) {
+		t.Errorf("VMI spec (-want +got):\n%s", cmp.Diff(want.Spec, vmi.Spec))
+	}
+	if diff := cmp.Diff(want.OwnerReferences, vmi.OwnerReferences); diff != "" {
+		t.Errorf("owner references (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want.Labels, vmi.Labels); diff != "" {
+		t.Errorf("labels (-want +got):\n%s", diff)
+	}
+	if got := c.Status; got.Placement.Node != "run-1" || got.Sizing.VCPUs != 2 || got.Sizing.HostCPUs != 3 || got.VMI.Name != "tower" || got.ObservedGeneration != c.Generation {
+		t.Errorf("status = placement %+v, sizing %+v, vmi %+v, observedGeneration %d", got.Placement, got.Sizing, got.VMI, got.ObservedGeneration)
+	}
+	if managers := vmi.ManagedFields; len(managers) != 1 || managers[0].Manager != "isochron" || managers[0].Operation != metav1.ManagedFieldsOperationApply {
+		t.Errorf("VMI field managers = %+v, want one server-side apply by isochron", managers)
+	}
+
+	// KubeVirt reports Running: the crawler is Ready.
+	setVMIPhase(t, vmi, kubevirtv1.Running, "run-1")
+	waitForCrawler(t, c, "Ready", func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionReady, metav1.ConditionTrue, isov1.ReasonVMIRunning) && c.Status.VMI.Phase == "Running"
+	})
+
+	// A new rate needs a bigger VM: the immutable VMI is replaced, and the crawler says so.
+	oldUID := vmi.UID
+	c.Spec.RPS = 1000
+	if err := k8s.Update(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	vmi = waitForVMI(t, client.ObjectKeyFromObject(vmi), func(v *kubevirtv1.VirtualMachineInstance) bool {
+		return v.UID != oldUID && v.Spec.Domain.CPU.Cores == 4
+	})
+	waitForCrawler(t, c, "Ready=False while the new VMI starts", func(c *isov1.CrawlerVM) bool {
+		return c.Status.Sizing.VCPUs == 4 && hasCondition(c, isov1.ConditionReady, metav1.ConditionFalse, isov1.ReasonVMIPending)
+	})
+	eventually(t, "a VMIReplacing event", func() (bool, string) {
+		events := &corev1.EventList{}
+		if err := k8s.List(ctx, events, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		var reasons []string
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == c.Name && e.Reason == isov1.ReasonVMIReplacing {
+				return strings.Contains(e.Message, "Replacing VMI tower"), e.Message
+			}
+			reasons = append(reasons, e.Reason)
+		}
+		return false, strings.Join(reasons, ",")
+	})
+	setVMIPhase(t, vmi, kubevirtv1.Running, "run-1")
+	waitForCrawler(t, c, "Ready again", func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionReady, metav1.ConditionTrue, isov1.ReasonVMIRunning)
+	})
+}
+
+func TestSteadyStateWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	createNode(t, rtNode("steady-1", "it", "steady"), 8)
+	c := crawler(ns, "quiet", withSelector("it", "steady"))
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	vmi := waitForVMI(t, client.ObjectKey{Namespace: ns, Name: "quiet"}, func(*kubevirtv1.VirtualMachineInstance) bool { return true })
+	setVMIPhase(t, vmi, kubevirtv1.Running, "steady-1")
+	waitForCrawler(t, c, "Ready", func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionReady, metav1.ConditionTrue, isov1.ReasonVMIRunning)
+	})
+	before := c.ResourceVersion
+	vmiBefore := vmi.ResourceVersion
+
+	// For 10 s, touch the owned VMI once a second (each touch makes the operator
+	// reconcile the crawler); the crawler and its VMI must see no write from it.
+	for i := 0; i < 10; i++ {
+		time.Sleep(time.Second) // the observation window itself, not a wait for a condition
+		get(t, vmi)
+		vmi.Labels["touched"] = fmt.Sprint(i)
+		if err := k8s.Update(ctx, vmi); err != nil {
+			t.Fatal(err)
+		}
+		vmiBefore = vmi.ResourceVersion
+	}
+	get(t, c)
+	get(t, vmi)
+	if c.ResourceVersion != before {
+		t.Errorf("CrawlerVM written in a steady state: resourceVersion %s -> %s, status %+v", before, c.ResourceVersion, c.Status)
+	}
+	if vmi.ResourceVersion != vmiBefore {
+		t.Errorf("VMI written in a steady state: resourceVersion %s -> %s", vmiBefore, vmi.ResourceVersion)
+	}
+}
+
+func TestUnplaceableCrawlerWaitsAndCreatesNothing(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	createNode(t, rtNode("elsewhere-1", "it", "elsewhere"), 8)
+	c := crawler(ns, "waiting", withSelector("it", "later"))
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	waitForCrawler(t, c, "Placed=False", func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionPlaced, metav1.ConditionFalse, isov1.ReasonUnschedulable) &&
+			hasCondition(c, isov1.ConditionReady, metav1.ConditionFalse, isov1.ReasonNotPlaced)
+	})
+	if msg := apimeta.FindStatusCondition(c.Status.Conditions, isov1.ConditionPlaced).Message; !strings.Contains(msg, "spec.placement.nodeSelector does not match") {
+		t.Errorf("Placed message %q does not name the binding constraint", msg)
+	}
+	if c.Status.Sizing == nil || c.Status.Sizing.VCPUs != 2 || c.Status.Placement != nil {
+		t.Errorf("status of an unplaced crawler: sizing %+v, placement %+v", c.Status.Sizing, c.Status.Placement)
+	}
+	if get(t, &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "waiting"}}) {
+		t.Error("a VMI exists for an unplaced crawler")
+	}
+
+	// A node that fits joins the cluster: the crawler is placed without any change to it.
+	createNode(t, rtNode("later-1", "it", "later"), 8)
+	waitForVMI(t, client.ObjectKey{Namespace: ns, Name: "waiting"}, func(*kubevirtv1.VirtualMachineInstance) bool { return true })
+	waitForCrawler(t, c, "Placed on later-1", func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionPlaced, metav1.ConditionTrue, isov1.ReasonPlaced) && c.Status.Placement.Node == "later-1"
+	})
+}
+
+func TestMissingRTNetworkIsReportedUntilCreated(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	createNode(t, rtNode("nad-1", "it", "nad"), 8)
+	c := crawler(ns, "netless", withSelector("it", "nad"), withRTNIC("rt-missing"))
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	waitForCrawler(t, c, "Ready=False RTNetworkNotFound", func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionReady, metav1.ConditionFalse, isov1.ReasonRTNetworkNotFound)
+	})
+	if get(t, &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "netless"}}) {
+		t.Error("a VMI exists although its RT network does not")
+	}
+	createNAD(t, ns, "rt-missing")
+	waitForVMI(t, client.ObjectKey{Namespace: ns, Name: "netless"}, func(*kubevirtv1.VirtualMachineInstance) bool { return true })
+}
+
+func TestPlacementNeverOversubscribesANode(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	createNode(t, rtNode("full-1", "it", "full"), 8)
+	// Each crawler needs 2 vCPUs + 1 emulator CPU: two fit on 8 CPUs, not three.
+	for i := 0; i < 6; i++ {
+		if err := k8s.Create(ctx, crawler(ns, fmt.Sprintf("c%d", i), withSelector("it", "full"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "every crawler decided", func() (bool, string) {
+		list := &isov1.CrawlerVMList{}
+		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		placed, unplaced, cpus := 0, 0, int32(0)
+		for i := range list.Items {
+			c := &list.Items[i]
+			switch {
+			case hasCondition(c, isov1.ConditionPlaced, metav1.ConditionTrue, isov1.ReasonPlaced):
+				placed++
+				cpus += c.Status.Sizing.HostCPUs
+			case hasCondition(c, isov1.ConditionPlaced, metav1.ConditionFalse, isov1.ReasonUnschedulable):
+				unplaced++
+			}
+		}
+		if cpus > 8 {
+			t.Fatalf("node full-1 oversubscribed: %d exclusive CPUs of 8 held", cpus)
+		}
+		return placed == 2 && unplaced == 4, fmt.Sprintf("%d placed, %d unplaced, %d CPUs held", placed, unplaced, cpus)
+	})
+}
+
+func TestInvalidCrawlerVMsAreRefusedByTheAPIServer(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	if n := len(testcases.InvalidCrawlerVMs); n < 15 {
+		t.Fatalf("only %d invalid cases", n)
+	}
+	i := 0
+	for name, tc := range testcases.InvalidCrawlerVMs {
+		i++
+		t.Run(name, func(t *testing.T) {
+			u := &unstructured.Unstructured{Object: tc.Object()}
+			u.SetNamespace(ns)
+			u.SetName(fmt.Sprintf("invalid-%d", i))
+			err := k8s.Create(ctx, u)
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("create: got %v, want Invalid", err)
+			}
+			if !strings.Contains(err.Error(), tc.Field) || !strings.Contains(err.Error(), tc.Message) {
+				t.Errorf("refusal %q does not name %s with %q", err, tc.Field, tc.Message)
+			}
+			if get(t, &isov1.CrawlerVM{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: u.GetName()}}) {
+				t.Error("a refused CrawlerVM was stored")
+			}
+		})
+	}
+}
+
+func TestDefaultsAreVisibleOnAStoredMinimalObject(t *testing.T) {
+	ctx := context.Background()
+	u := &unstructured.Unstructured{Object: testcases.ValidObject()}
+	u.SetNamespace(namespace(t))
+	if err := k8s.Create(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	stored := &unstructured.Unstructured{}
+	stored.SetGroupVersionKind(u.GroupVersionKind())
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(u), stored); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		"errorBudget.objective": "99.999",
+		"cpuPlacement":          "dedicated",
+		"placement.policy":      "pack",
+		"probe.duration":        "20m",
+	} {
+		got, _, _ := unstructured.NestedString(stored.Object, append([]string{"spec"}, strings.Split(path, ".")...)...)
+		if got != want {
+			t.Errorf("spec.%s = %q, want the default %q", path, got, want)
+		}
+	}
+}

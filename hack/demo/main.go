@@ -1,0 +1,279 @@
+// Command demo shows isochron's main job on a local control plane: it starts a real
+// kube-apiserver and etcd (the binaries `make envtest-bins` builds), installs the CRDs of
+// isochron, KubeVirt and Multus, registers RT Node objects, runs the operator binary,
+// applies config/samples, prints what the operator decided and one rendered VMI, and
+// shuts everything down. No kubelet or KubeVirt runs, so the VMIs stay Pending.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+)
+
+func main() {
+	bin := flag.String("bin", "bin", "directory holding the manager binary")
+	timeout := flag.Duration("timeout", 2*time.Minute, "how long to wait for the operator's decisions")
+	flag.Parse()
+	if err := run(*bin, *timeout); err != nil {
+		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(bin string, timeout time.Duration) error {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		return errors.New("KUBEBUILDER_ASSETS is not set; run `make demo`")
+	}
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, isov1.AddToScheme, kubevirtv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return err
+		}
+	}
+
+	step("Starting kube-apiserver and etcd (%s)", assets)
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{"config/crd/bases", "config/thirdparty/kubevirt", "config/thirdparty/multus"},
+		ErrorIfCRDPathMissing: true,
+		Scheme:                scheme,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return fmt.Errorf("starting the control plane: %w", err)
+	}
+	defer func() {
+		step("Stopping the control plane")
+		_ = env.Stop()
+	}()
+	dir, err := os.MkdirTemp("", "isochron-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	admin, err := env.AddUser(envtest.User{Name: "demo-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return err
+	}
+	kubeconfig, err := admin.KubeConfig()
+	if err != nil {
+		return err
+	}
+	kcPath := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kcPath, kubeconfig, 0o600); err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+
+	step("Registering RT nodes from hack/demo/nodes.yaml")
+	if err := registerNodes(ctx, c, "hack/demo/nodes.yaml"); err != nil {
+		return err
+	}
+
+	step("Running the operator (%s/manager); its log: %s/manager.log", bin, dir)
+	logf, err := os.Create(filepath.Join(dir, "manager.log"))
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	mgr := exec.Command(filepath.Join(bin, "manager"), "--kubeconfig", kcPath,
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+	mgr.Stdout, mgr.Stderr = logf, logf
+	if err := mgr.Start(); err != nil {
+		return fmt.Errorf("starting the manager: %w", err)
+	}
+	defer func() { _ = mgr.Process.Kill(); _ = mgr.Wait() }()
+
+	kubectl := func(args ...string) (string, error) {
+		cmd := exec.Command(filepath.Join(assets, "kubectl"), append([]string{"--kubeconfig", kcPath}, args...)...)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			return "", fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, errb.String())
+		}
+		return out.String(), nil
+	}
+	step("kubectl apply -k config/samples")
+	out, err := kubectl("apply", "--server-side", "-k", "config/samples")
+	if err != nil {
+		return err
+	}
+	fmt.Print(indent(out))
+
+	step("Waiting for the operator to decide every CrawlerVM")
+	list, err := waitForDecisions(ctx, c, timeout)
+	if err != nil {
+		return fmt.Errorf("%w (operator log: %s)", err, tail(filepath.Join(dir, "manager.log")))
+	}
+
+	step("What isochron decided")
+	printTable(ctx, c, list)
+	out, err = kubectl("get", "crawlervms", "-A")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\n$ kubectl get crawlervms -A\n%s", out)
+
+	step("The VMI rendered for bms/tower-a (kubectl get vmi -n bms tower-a -o yaml)")
+	out, err = kubectl("get", "vmi", "-n", "bms", "tower-a", "-o", "yaml")
+	if err != nil {
+		return err
+	}
+	fmt.Print(out)
+	fmt.Println("\nNo kubelet or KubeVirt runs in this demo, so VMIs stay Pending and READY is False;")
+	fmt.Println("on a cluster with KubeVirt, Ready turns True when the VMI reports Running.")
+	return nil
+}
+
+func registerNodes(ctx context.Context, c client.Client, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+	for {
+		n := &corev1.Node{}
+		if err := dec.Decode(n); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		status := n.Status
+		if err := c.Create(ctx, n); err != nil {
+			return fmt.Errorf("creating node %s: %w", n.Name, err)
+		}
+		// The API server taints a new Node not-ready until the node lifecycle controller
+		// sees the kubelet report Ready; do what they would.
+		n.Spec.Taints = nil
+		if err := c.Update(ctx, n); err != nil {
+			return fmt.Errorf("untainting node %s: %w", n.Name, err)
+		}
+		status.Conditions = append(status.Conditions, corev1.NodeCondition{
+			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: metav1.Now(),
+		})
+		n.Status = status // status is a subresource: set it as the kubelet would
+		if err := c.Status().Update(ctx, n); err != nil {
+			return fmt.Errorf("setting status of node %s: %w", n.Name, err)
+		}
+		fmt.Printf("  node/%s: %s CPUs, %s hugepages-2Mi allocatable\n", n.Name, n.Status.Allocatable.Cpu(), quantity(n.Status.Allocatable, "hugepages-2Mi"))
+	}
+}
+
+func quantity(l corev1.ResourceList, name corev1.ResourceName) string {
+	q, ok := l[name]
+	if !ok {
+		return "no"
+	}
+	return q.String()
+}
+
+// waitForDecisions waits until every CrawlerVM has a Placed condition for its current
+// generation, and every placed one has its VMI.
+func waitForDecisions(ctx context.Context, c client.Client, timeout time.Duration) (*isov1.CrawlerVMList, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		list := &isov1.CrawlerVMList{}
+		if err := c.List(ctx, list); err != nil {
+			return nil, err
+		}
+		pending := 0
+		for i := range list.Items {
+			cvm := &list.Items[i]
+			p := apimeta.FindStatusCondition(cvm.Status.Conditions, isov1.ConditionPlaced)
+			if p == nil || p.ObservedGeneration != cvm.Generation || (p.Status == "True" && cvm.Status.VMI == nil) {
+				pending++
+			}
+		}
+		if len(list.Items) > 0 && pending == 0 {
+			return list, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%d of %d CrawlerVMs still undecided after %s", pending, len(list.Items), timeout)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func printTable(ctx context.Context, c client.Client, list *isov1.CrawlerVMList) {
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "CRAWLERVM\tRPS\tTOLERANCE\tPLACEMENT\tNODE\tVCPUS\tHOST CPUS\tPREDICTED\tVMI\tPHASE")
+	for i := range list.Items {
+		cvm := &list.Items[i]
+		node, predicted, vmiName, phase := "-", "-", "-", "-"
+		if p := cvm.Status.Placement; p != nil {
+			node = p.Node
+			if p.PredictedError != nil {
+				predicted = p.PredictedError.Duration.String()
+			}
+		}
+		if v := cvm.Status.VMI; v != nil {
+			vmiName = v.Name
+			vmi := &kubevirtv1.VirtualMachineInstance{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: cvm.Namespace, Name: v.Name}, vmi); err == nil {
+				phase = string(vmi.Status.Phase)
+				if phase == "" {
+					phase = "Pending (no KubeVirt)"
+				}
+			}
+		}
+		vcpus, host := "-", "-"
+		if s := cvm.Status.Sizing; s != nil {
+			vcpus, host = fmt.Sprint(s.VCPUs), fmt.Sprint(s.HostCPUs)
+		}
+		fmt.Fprintf(w, "%s/%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cvm.Namespace, cvm.Name, cvm.Spec.RPS,
+			cvm.Spec.ErrorBudget.Tolerance.Duration, cvm.Spec.CPUPlacement, node, vcpus, host, predicted, vmiName, phase)
+	}
+	_ = w.Flush()
+	for i := range list.Items {
+		if p := apimeta.FindStatusCondition(list.Items[i].Status.Conditions, isov1.ConditionPlaced); p != nil {
+			fmt.Printf("  %s/%s Placed=%s: %s\n", list.Items[i].Namespace, list.Items[i].Name, p.Status, p.Message)
+		}
+	}
+	fmt.Println("  PREDICTED stays '-' until the contention model (issue 3) predicts interval errors.")
+}
+
+func step(format string, args ...any) {
+	fmt.Printf("\n==> "+format+"\n", args...)
+}
+
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ") + "\n"
+}
+
+func tail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return string(b)
+}

@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+
+	"isochron.io/isochron/internal/inventory"
+	"isochron.io/isochron/internal/placement"
+	"isochron.io/isochron/internal/render"
+	"isochron.io/isochron/internal/sizing"
+)
+
+// NotPlacedError means some crawler has no node: the CLI exits 3 with it.
+type NotPlacedError struct{ Problems []string }
+
+func (e *NotPlacedError) Error() string {
+	var b bytes.Buffer
+	for i, p := range e.Problems {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+// Render writes, as multi-document YAML, the objects the operator would create for the
+// crawlers in inv. With node set every crawler is rendered on that node; otherwise each
+// is placed, in namespace/name order, on the Nodes in inv as the operator would place it.
+// Notes for the reader (what was assumed) go to notes.
+func Render(inv *Inventory, node string, out, notes io.Writer) error {
+	if len(inv.CrawlerVMs) == 0 {
+		return &InputError{Problems: []string{"no CrawlerVM in the input"}}
+	}
+	if node == "" && len(inv.Nodes) == 0 {
+		return &InputError{Problems: []string{"no node to render on: pass --node NAME, or include Node objects (kubectl get nodes -o yaml) in the input"}}
+	}
+	nodes := make([]placement.Node, 0, len(inv.Nodes))
+	for _, n := range inv.Nodes {
+		nodes = append(nodes, inventory.Node(n))
+	}
+	var residents []placement.Resident
+	var unplaced []string
+	var buf bytes.Buffer
+	for _, c := range inv.CrawlerVMs {
+		s, err := sizing.Size(&c.Spec, sizing.DefaultParams())
+		if err != nil {
+			return &InputError{Problems: []string{fmt.Sprintf("CrawlerVM %s: %v", key(c), err)}}
+		}
+		target := node
+		if target == "" {
+			d := placement.Place(inventory.Request(c, s), nodes, residents)
+			if !d.Placed() {
+				unplaced = append(unplaced, fmt.Sprintf("CrawlerVM %s: not placed: %s", key(c), d.Reason))
+				continue
+			}
+			target = d.Node
+			residents = append(residents, placement.Resident{Key: key(c), Node: target, Sizing: s})
+		}
+		binding := render.BindingBridge
+		if c.Spec.RTNIC != nil {
+			if nad := inv.network(render.NetworkKey(c).String()); nad != nil {
+				binding = render.BindingOf(nad)
+			} else {
+				fmt.Fprintf(notes, "note: CrawlerVM %s: NetworkAttachmentDefinition %s is not in the input; rendering a bridge binding\n", key(c), render.NetworkKey(c))
+			}
+		}
+		vmi, err := render.VMI(render.Input{CrawlerVM: c, Sizing: s, Node: target, RTBinding: binding})
+		if err != nil {
+			return &InputError{Problems: []string{fmt.Sprintf("CrawlerVM %s: %v", key(c), err)}}
+		}
+		y, err := render.YAML(vmi)
+		if err != nil {
+			return err
+		}
+		buf.WriteString("---\n")
+		buf.Write(y)
+	}
+	if _, err := out.Write(buf.Bytes()); err != nil {
+		return err
+	}
+	if len(unplaced) > 0 {
+		return &NotPlacedError{Problems: unplaced}
+	}
+	return nil
+}

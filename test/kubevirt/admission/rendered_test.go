@@ -1,0 +1,148 @@
+package admission
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/cli"
+	"isochron.io/isochron/internal/render"
+	"isochron.io/isochron/internal/sizing"
+)
+
+// clusterGates are the feature gates a real cluster running isochron lists in its
+// KubeVirt CR: CPUManager (alpha in v1.8) makes virt-handler label the nodes that
+// dedicated-CPU VMIs select. NUMA is GA; realtime and hugepages have no gate.
+var clusterGates = []string{"CPUManager"}
+
+func admit(t *testing.T, vmi *kubevirtv1.VirtualMachineInstance) {
+	t.Helper()
+	if causes := Validate(vmi, clusterGates); len(causes) > 0 {
+		for _, c := range causes {
+			t.Errorf("KubeVirt refuses VMI %s/%s: %s: %s", vmi.Namespace, vmi.Name, c.Field, c.Message)
+		}
+	}
+}
+
+// Every VMI isochronctl renders from config/samples, which is what the operator
+// creates for them, is admitted by KubeVirt.
+func TestSamplesRenderAdmittedVMIs(t *testing.T) {
+	inv, err := cli.Load(context.Background(), []string{"../../../config/samples"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inv.CrawlerVMs) < 3 {
+		t.Fatalf("config/samples holds %d CrawlerVMs, want at least 3", len(inv.CrawlerVMs))
+	}
+	var out, notes bytes.Buffer
+	if err := cli.Render(inv, "rt-node-1", &out, &notes); err != nil {
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(&out, 4096)
+	n := 0
+	for {
+		vmi := &kubevirtv1.VirtualMachineInstance{}
+		if err := dec.Decode(vmi); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if vmi.Name == "" {
+			continue
+		}
+		n++
+		t.Run(vmi.Name, func(t *testing.T) { admit(t, vmi) })
+	}
+	if n != len(inv.CrawlerVMs) {
+		t.Errorf("rendered %d VMIs for %d CrawlerVMs", n, len(inv.CrawlerVMs))
+	}
+}
+
+type option func(*isov1.CrawlerVM)
+
+func crawlerVM(opts ...option) *isov1.CrawlerVM {
+	c := &isov1.CrawlerVM{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "bms", Name: "variant", UID: "0b7f6d1e-0000-4000-8000-000000000001"},
+		Spec: isov1.CrawlerVMSpec{
+			RPS:          400,
+			ErrorBudget:  isov1.ErrorBudget{Tolerance: metav1.Duration{Duration: 10 * time.Millisecond}, Objective: "99.999"},
+			Guest:        isov1.Guest{Image: "quay.io/isochron/crawler:0.1", Memory: resource.MustParse("1Gi")},
+			CPUPlacement: isov1.CPUPlacementDedicated,
+			Placement:    &isov1.Placement{Policy: isov1.PlacementPolicyPack},
+		},
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+func rtNIC(deadline time.Duration) option {
+	return func(c *isov1.CrawlerVM) {
+		c.Spec.RTNIC = &isov1.RTNIC{NetworkName: "bms/rt-net", Deadline: metav1.Duration{Duration: deadline}, MinBandwidth: resource.MustParse("1G")}
+	}
+}
+
+// Variants across the API's range, each admitted by KubeVirt as rendered.
+func TestRenderedVariantsAreAdmitted(t *testing.T) {
+	cases := map[string]struct {
+		cvm     *isov1.CrawlerVM
+		binding render.Binding
+	}{
+		"dedicated, smallest":        {cvm: crawlerVM(func(c *isov1.CrawlerVM) { c.Spec.RPS = 1; c.Spec.Guest.Memory = resource.MustParse("256Mi") })},
+		"dedicated, 1000 rps":        {cvm: crawlerVM(func(c *isov1.CrawlerVM) { c.Spec.RPS = 1000 })},
+		"dedicated, largest rate":    {cvm: crawlerVM(func(c *isov1.CrawlerVM) { c.Spec.RPS = 100000; c.Spec.Guest.Memory = resource.MustParse("64Gi") })},
+		"memory not a page multiple": {cvm: crawlerVM(func(c *isov1.CrawlerVM) { c.Spec.Guest.Memory = resource.MustParse("1000001k") })},
+		"shared":                     {cvm: crawlerVM(func(c *isov1.CrawlerVM) { c.Spec.CPUPlacement = isov1.CPUPlacementShared })},
+		"shared with RT-NIC":         {cvm: crawlerVM(rtNIC(50*time.Millisecond), func(c *isov1.CrawlerVM) { c.Spec.CPUPlacement = isov1.CPUPlacementShared })},
+		"RT-NIC bridge, EF":          {cvm: crawlerVM(rtNIC(5 * time.Millisecond)), binding: render.BindingBridge},
+		"RT-NIC SR-IOV, AF41":        {cvm: crawlerVM(rtNIC(20 * time.Millisecond)), binding: render.BindingSRIOV},
+		"RT-NIC with longest user data": {cvm: crawlerVM(rtNIC(time.Second), func(c *isov1.CrawlerVM) {
+			c.Spec.Guest.CloudInitUserData = "#cloud-config\n" + strings.Repeat("#", 1024-len("#cloud-config\n"))
+		})},
+		"user data alone": {cvm: crawlerVM(func(c *isov1.CrawlerVM) { c.Spec.Guest.CloudInitUserData = "#!/bin/sh\necho crawler\n" })},
+		"node selector and tolerations": {cvm: crawlerVM(func(c *isov1.CrawlerVM) {
+			c.Spec.Placement.NodeSelector = map[string]string{"isochron.io/rt": "true"}
+			c.Spec.Placement.Tolerations = []corev1.Toleration{{Key: "isochron.io/rt", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+		})},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			s, err := sizing.Size(&tc.cvm.Spec, sizing.DefaultParams())
+			if err != nil {
+				t.Fatal(err)
+			}
+			vmi, err := render.VMI(render.Input{CrawlerVM: tc.cvm, Sizing: s, Node: "rt-node-1", RTBinding: tc.binding})
+			if err != nil {
+				t.Fatal(err)
+			}
+			admit(t, vmi)
+		})
+	}
+}
+
+// The harness is not a rubber stamp: a rendered VMI broken the way a rendering bug
+// would break it is refused.
+func TestBrokenRenderingIsRefused(t *testing.T) {
+	c := crawlerVM()
+	s, _ := sizing.Size(&c.Spec, sizing.DefaultParams())
+	vmi, err := render.VMI(render.Input{CrawlerVM: c, Sizing: s, Node: "rt-node-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vmi.Spec.Domain.CPU.NUMA = nil // realtime without guest NUMA passthrough
+	if causes := Validate(vmi, clusterGates); len(causes) == 0 {
+		t.Error("KubeVirt admitted realtime without numa.guestMappingPassthrough")
+	}
+}
