@@ -74,7 +74,7 @@ test: vet verify-generated test-unit test-integration test-admission ## Run ever
 ##@ Demo
 
 .PHONY: demo
-demo: build envtest-bins ## Start a local control plane, run the operator on the samples, print what it decided.
+demo: build $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd ## Start a local control plane, run the operator on the samples, print what it decided.
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) run ./hack/demo --bin $(LOCALBIN)
 
 ##@ Build

@@ -323,3 +323,20 @@ func TestDefaultsAreVisibleOnAStoredMinimalObject(t *testing.T) {
 		}
 	}
 }
+
+func TestDeletingACrawlerDeletesItsVMI(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	createNode(t, rtNode("gone-1", "it", "gone"), 8)
+	c := crawler(ns, "leaving", withSelector("it", "gone"))
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	vmi := waitForVMI(t, client.ObjectKey{Namespace: ns, Name: "leaving"}, func(*kubevirtv1.VirtualMachineInstance) bool { return true })
+	if err := k8s.Delete(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the garbage collector to delete VMI "+vmi.Name, func() (bool, string) {
+		return !get(t, &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: vmi.Name}}), "VMI still exists"
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -79,6 +80,14 @@ func run(m *testing.M) int {
 	if err != nil {
 		panic(err)
 	}
+	// The garbage collector that deletes a CrawlerVM's VMI through its owner reference
+	// lives in kube-controller-manager, which envtest does not start: run it.
+	stopGC, err := startGarbageCollector(env)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "starting the garbage collector: %v\n", err)
+		return 1
+	}
+	defer stopGC()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -225,4 +234,45 @@ func get(t *testing.T, obj client.Object) bool {
 		t.Fatal(err)
 	}
 	return err == nil
+}
+
+// startGarbageCollector runs kube-controller-manager (built by `make envtest-bins` next
+// to kube-apiserver) with only its garbage collector, against the test API server.
+func startGarbageCollector(env *envtest.Environment) (func(), error) {
+	path := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kube-controller-manager")
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("%w: run `make envtest-bins`", err)
+	}
+	user, err := env.AddUser(envtest.User{Name: "gc", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "isochron-gc-")
+	if err != nil {
+		return nil, err
+	}
+	kc := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kc, kubeconfig, 0o600); err != nil {
+		return nil, err
+	}
+	log, err := os.Create(filepath.Join(dir, "kube-controller-manager.log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(path, "--kubeconfig", kc, "--controllers", "garbagecollector",
+		"--leader-elect=false", "--secure-port=0", "--use-service-account-credentials=false")
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		_ = log.Close()
+		_ = os.RemoveAll(dir)
+	}, nil
 }

@@ -22,12 +22,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 )
@@ -110,21 +112,10 @@ func run(bin string, timeout time.Duration) error {
 	}
 	defer func() { _ = mgr.Process.Kill(); _ = mgr.Wait() }()
 
-	kubectl := func(args ...string) (string, error) {
-		cmd := exec.Command(filepath.Join(assets, "kubectl"), append([]string{"--kubeconfig", kcPath}, args...)...)
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Run(); err != nil {
-			return "", fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, errb.String())
-		}
-		return out.String(), nil
-	}
-	step("kubectl apply -k config/samples")
-	out, err := kubectl("apply", "--server-side", "-k", "config/samples")
-	if err != nil {
+	step("Applying config/samples (server-side apply)")
+	if err := applyDir(ctx, c, "config/samples"); err != nil {
 		return err
 	}
-	fmt.Print(indent(out))
 
 	step("Waiting for the operator to decide every CrawlerVM")
 	list, err := waitForDecisions(ctx, c, timeout)
@@ -134,21 +125,79 @@ func run(bin string, timeout time.Duration) error {
 
 	step("What isochron decided")
 	printTable(ctx, c, list)
-	out, err = kubectl("get", "crawlervms", "-A")
-	if err != nil {
-		return err
+	if kubectl := filepath.Join(assets, "kubectl"); exists(kubectl) {
+		out, err := exec.Command(kubectl, "--kubeconfig", kcPath, "get", "crawlervms", "-A").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("kubectl get crawlervms: %v: %s", err, out)
+		}
+		fmt.Printf("\n$ kubectl get crawlervms -A\n%s", out)
 	}
-	fmt.Printf("\n$ kubectl get crawlervms -A\n%s", out)
 
-	step("The VMI rendered for bms/tower-a (kubectl get vmi -n bms tower-a -o yaml)")
-	out, err = kubectl("get", "vmi", "-n", "bms", "tower-a", "-o", "yaml")
+	step("The VMI rendered for bms/tower-a")
+	vmi := &unstructured.Unstructured{}
+	vmi.SetGroupVersionKind(kubevirtv1.GroupVersion.WithKind("VirtualMachineInstance"))
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "bms", Name: "tower-a"}, vmi); err != nil {
+		return err
+	}
+	vmi.SetManagedFields(nil)
+	y, err := yaml.Marshal(vmi.Object)
 	if err != nil {
 		return err
 	}
-	fmt.Print(out)
+	fmt.Print(string(y))
 	fmt.Println("\nNo kubelet or KubeVirt runs in this demo, so VMIs stay Pending and READY is False;")
 	fmt.Println("on a cluster with KubeVirt, Ready turns True when the VMI reports Running.")
 	return nil
+}
+
+// applyDir applies every YAML document in dir's files (not kustomization.yaml) with
+// server-side apply, as `kubectl apply --server-side` would.
+func applyDir(ctx context.Context, c client.Client, dir string) error {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return err
+	}
+	// Namespaces first, then what crawlers refer to, then the crawlers.
+	var namespaces, others, crawlers []*unstructured.Unstructured
+	for _, f := range files {
+		if filepath.Base(f) == "kustomization.yaml" {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+		for {
+			u := &unstructured.Unstructured{}
+			if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				return fmt.Errorf("%s: %w", f, err)
+			}
+			switch u.GetKind() {
+			case "":
+			case "Namespace":
+				namespaces = append(namespaces, u)
+			case "CrawlerVM":
+				crawlers = append(crawlers, u)
+			default:
+				others = append(others, u)
+			}
+		}
+	}
+	for _, u := range append(append(namespaces, others...), crawlers...) {
+		if err := c.Patch(ctx, u, client.Apply, client.FieldOwner("demo"), client.ForceOwnership); err != nil {
+			return fmt.Errorf("applying %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+		fmt.Printf("  %s/%s serverside-applied\n", strings.ToLower(u.GetKind()), u.GetName())
+	}
+	return nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func registerNodes(ctx context.Context, c client.Client, path string) error {
