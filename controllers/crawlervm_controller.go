@@ -3,12 +3,14 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -23,7 +25,6 @@ import (
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/inventory"
 	"isochron.io/isochron/internal/render"
-	"isochron.io/isochron/internal/sizing"
 )
 
 // FieldOwner is the one field manager isochron applies with.
@@ -36,7 +37,13 @@ type CrawlerVMReconciler struct {
 	// decision never misses a reservation the cache has not seen yet.
 	APIReader client.Reader
 	Recorder  record.EventRecorder
-	Sizing    sizing.Params
+	// MaxConcurrentReconciles is how many crawlers reconcile at once; placement
+	// decisions among them are serialised (see decide).
+	MaxConcurrentReconciles int
+
+	// decide serialises placement decisions: each one reads every reservation made
+	// before it (through APIReader) and persists its own before the next one starts.
+	decide sync.Mutex
 }
 
 // +kubebuilder:rbac:groups=isochron.io,resources=crawlervms,verbs=get;list;watch
@@ -44,6 +51,8 @@ type CrawlerVMReconciler struct {
 // +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=k8s.cni.cncf.io,resources=network-attachment-definitions,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=isochron.io,resources=contentionprofiles,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -56,21 +65,35 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if !cvm.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // owner references let the garbage collector remove the VMI
 	}
-	before := cvm.DeepCopy()
+	st := &statusWriter{Client: r.Client, before: cvm.DeepCopy()}
 	defer func() {
-		if equality.Semantic.DeepEqual(before.Status, cvm.Status) {
-			return
-		}
-		if err := r.Status().Patch(ctx, cvm, client.MergeFrom(before)); err != nil && reterr == nil {
-			reterr = fmt.Errorf("patching status of %s: %w", klog.KObj(cvm), err)
+		if err := st.persist(ctx, cvm); err != nil && reterr == nil {
+			reterr = err
 		}
 	}()
-	for _, phase := range []func(context.Context, *isov1.CrawlerVM) (bool, error){r.place, r.runVMI} {
-		if done, err := phase(ctx, cvm); err != nil || done {
-			return ctrl.Result{}, err
-		}
+	if done, err := r.place(ctx, cvm, st); err != nil || done {
+		return ctrl.Result{}, err
 	}
-	return ctrl.Result{}, nil
+	_, err := r.runVMI(ctx, cvm)
+	return ctrl.Result{}, err
+}
+
+// statusWriter patches a CrawlerVM's status when, and only when, it changed, with an
+// optimistic lock: a decision taken on a stale copy fails and is taken again.
+type statusWriter struct {
+	client.Client
+	before *isov1.CrawlerVM
+}
+
+func (w *statusWriter) persist(ctx context.Context, cvm *isov1.CrawlerVM) error {
+	if equality.Semantic.DeepEqual(w.before.Status, cvm.Status) {
+		return nil
+	}
+	if err := w.Status().Patch(ctx, cvm, client.MergeFromWithOptions(w.before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("patching status of %s: %w", klog.KObj(cvm), err)
+	}
+	w.before = cvm.DeepCopy()
+	return nil
 }
 
 // SetupWithManager registers the reconciler and what it watches.
@@ -89,11 +112,14 @@ func (r *CrawlerVMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			})).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.unplaced),
 			builder.WithPredicates(nodeCapacityChanged)).
+		// A crawler arriving on or leaving a node changes its neighbours' predictions.
+		Watches(&isov1.CrawlerVM{}, handler.Funcs{UpdateFunc: r.neighboursOnMove}).
+		// A changed profile changes every prediction on the nodes it selects.
+		Watches(&isov1.ContentionProfile{}, handler.EnqueueRequestsFromMapFunc(r.all)).
 		Watches(&nadv1.NetworkAttachmentDefinition{}, handler.EnqueueRequestsFromMapFunc(r.usingNetwork)).
 		WithOptions(controller.Options{
-			// Placement decisions are serialised: each one sees every reservation made
-			// before it (read through APIReader). Leader election keeps it one replica.
-			MaxConcurrentReconciles: 1,
+			// Decisions are serialised by r.decide; leader election keeps one replica.
+			MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles),
 		}).
 		Named("crawlervm").
 		Complete(r)
@@ -113,6 +139,44 @@ func (r *CrawlerVMReconciler) unplaced(ctx context.Context, _ client.Object) []c
 		}
 	}
 	return reqs
+}
+
+// all lists every crawler.
+func (r *CrawlerVMReconciler) all(ctx context.Context, _ client.Object) []ctrl.Request {
+	list := &isov1.CrawlerVMList{}
+	if err := r.List(ctx, list); err != nil {
+		log.FromContext(ctx).Error(err, "Listing CrawlerVMs")
+		return nil
+	}
+	reqs := make([]ctrl.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return reqs
+}
+
+// neighboursOnMove enqueues the crawlers on the nodes a crawler arrived on or left.
+func (r *CrawlerVMReconciler) neighboursOnMove(ctx context.Context, e event.TypedUpdateEvent[client.Object], q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+	nodeOf := func(o client.Object) string {
+		if c, ok := o.(*isov1.CrawlerVM); ok && c.Status.Placement != nil {
+			return c.Status.Placement.Node
+		}
+		return ""
+	}
+	before, after := nodeOf(e.ObjectOld), nodeOf(e.ObjectNew)
+	if before == after {
+		return
+	}
+	list := &isov1.CrawlerVMList{}
+	if err := r.List(ctx, list); err != nil {
+		log.FromContext(ctx).Error(err, "Listing CrawlerVMs to refresh predictions")
+		return
+	}
+	for i := range list.Items {
+		if n := nodeOf(&list.Items[i]); n != "" && (n == before || n == after) && list.Items[i].UID != e.ObjectNew.GetUID() {
+			q.Add(ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
 }
 
 // usingNetwork lists the crawlers whose RT-NIC uses a NetworkAttachmentDefinition.
@@ -147,6 +211,6 @@ var nodeCapacityChanged = predicate.Funcs{
 		if o == nil || n == nil {
 			return true
 		}
-		return !equality.Semantic.DeepEqual(inventory.Node(o), inventory.Node(n))
+		return !equality.Semantic.DeepEqual(inventory.Node(o, nil, 0), inventory.Node(n, nil, 0))
 	},
 }

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/sizing"
 	"isochron.io/isochron/internal/testcases"
@@ -95,7 +96,7 @@ func TestCrawlerVMRunsAsVMI(t *testing.T) {
 		return hasCondition(c, isov1.ConditionPlaced, metav1.ConditionTrue, isov1.ReasonPlaced) &&
 			hasCondition(c, isov1.ConditionReady, metav1.ConditionFalse, isov1.ReasonVMIPending)
 	})
-	size, _ := sizing.Size(&c.Spec, sizing.DefaultParams())
+	size, _ := sizing.Size(&c.Spec, model.DefaultParams())
 	want, err := render.VMI(render.Input{CrawlerVM: c, Sizing: size, Node: "run-1", RTBinding: render.BindingBridge})
 	if err != nil {
 		t.Fatal(err)

@@ -3,12 +3,13 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"time"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/types"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -16,59 +17,54 @@ import (
 	"isochron.io/isochron/internal/inventory"
 	"isochron.io/isochron/internal/placement"
 	"isochron.io/isochron/internal/render"
-	"isochron.io/isochron/internal/sizing"
 )
 
-// place sizes the crawler and holds a node for it in status. A crawler placed for its
-// current generation on a node that still exists keeps its node without a new decision.
-// status.sizing and status.placement together are the reservation the crawler holds:
-// when a changed spec cannot be placed, the previous reservation (and the VMI running
-// with it) is kept, so nothing running is lost and no node is counted short.
-func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM) (bool, error) {
-	want, err := sizing.Size(&cvm.Spec, r.Sizing)
+// place holds a node for the crawler in status, chosen by the contention model. A crawler
+// placed for its current generation keeps its node while the node exists; only its
+// prediction is refreshed. status.sizing and status.placement together are the
+// reservation the crawler holds: when a changed spec cannot be placed, the previous
+// reservation (and the VMI running with it) is kept, so nothing running is lost and no
+// node is counted short.
+func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter) (bool, error) {
+	if r.isPlaced(cvm) {
+		inv, err := r.gather(ctx, r.Client)
+		if err != nil {
+			return true, err
+		}
+		if inv.hasNode(cvm.Status.Placement.Node) {
+			refreshPrediction(cvm, inv)
+			return false, nil
+		}
+	}
+
+	r.decide.Lock()
+	defer r.decide.Unlock()
+	// The cache may not hold this crawler's latest status yet: decide on the API
+	// server's copy, so a crawler is never placed twice.
+	fresh := &isov1.CrawlerVM{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(cvm), fresh); err != nil {
+		return true, client.IgnoreNotFound(err)
+	}
+	if fresh.ResourceVersion != cvm.ResourceVersion {
+		*cvm, st.before = *fresh.DeepCopy(), fresh
+		if r.isPlaced(cvm) {
+			return false, nil
+		}
+	}
+	inv, err := r.gather(ctx, r.APIReader)
 	if err != nil {
-		setCondition(cvm, isov1.ConditionPlaced, false, isov1.ReasonInvalid, err.Error())
-		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonInvalid, err.Error())
-		return true, nil
+		return true, err
 	}
 	held := cvm.Status.Placement
 	placedNow := apimeta.IsStatusConditionTrue(cvm.Status.Conditions, isov1.ConditionPlaced)
-	if held != nil && placedNow && cvm.Status.ObservedGeneration == cvm.Generation {
-		node := &corev1.Node{}
-		err := r.Get(ctx, types.NamespacedName{Name: held.Node}, node)
-		if err == nil {
-			return false, nil
-		}
-		if !apierrors.IsNotFound(err) {
-			return true, err
-		}
-	}
-
-	nodes := &corev1.NodeList{}
-	if err := r.List(ctx, nodes); err != nil {
-		return true, fmt.Errorf("listing nodes: %w", err)
-	}
-	crawlers := &isov1.CrawlerVMList{}
-	if err := r.APIReader.List(ctx, crawlers); err != nil {
-		return true, fmt.Errorf("listing crawlers: %w", err)
-	}
-	nodeList := make([]placement.Node, 0, len(nodes.Items))
-	for i := range nodes.Items {
-		nodeList = append(nodeList, inventory.Node(&nodes.Items[i]))
-	}
-	var residents []placement.Resident
-	for i := range crawlers.Items {
-		if res, ok := inventory.Resident(&crawlers.Items[i]); ok {
-			residents = append(residents, res)
-		}
-	}
-	d := placement.Place(inventory.Request(cvm, want), nodeList, residents)
+	d := placement.NewPlanner(inv.nodes, inv.residents).Place(inventory.Request(cvm))
 	cvm.Status.ObservedGeneration = cvm.Generation
+	want := d.Sizing
 	if !d.Placed() {
-		msg := fmt.Sprintf("no node can host %d vCPUs (%d exclusive CPUs): %s", want.VCPUs, want.HostCPUs, d.Reason)
+		msg := fmt.Sprintf("no node can host %d vCPUs (%d exclusive CPUs) within every crawler's budget: %s", want.VCPUs, want.HostCPUs, d.Reason)
 		if held != nil {
 			msg += fmt.Sprintf("; the VM of the previous spec keeps its reservation on %s", held.Node)
-		} else {
+		} else if want.VCPUs > 0 {
 			cvm.Status.Sizing = want.Status()
 		}
 		if placedNow || apimeta.FindStatusCondition(cvm.Status.Conditions, isov1.ConditionPlaced) == nil {
@@ -77,22 +73,51 @@ func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM) (
 		setCondition(cvm, isov1.ConditionPlaced, false, isov1.ReasonUnschedulable, msg)
 		if held == nil {
 			setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonNotPlaced, "waiting for a node: "+d.Reason)
-			return true, nil
 		}
-		return false, nil // keep running the previous VMI
+		return held == nil, st.persist(ctx, cvm)
 	}
 	if held == nil || held.Node != d.Node {
-		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.ReasonPlaced, "Placed on node %s with %d vCPUs (%d exclusive CPUs)", d.Node, want.VCPUs, want.HostCPUs)
+		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.ReasonPlaced, "Placed on node %s with %d vCPUs (%d exclusive CPUs), predicted interval error %s",
+			d.Node, want.VCPUs, want.HostCPUs, d.Predicted)
 	}
 	cvm.Status.Sizing = want.Status()
-	cvm.Status.Placement = &isov1.PlacementStatus{Node: d.Node}
+	cvm.Status.Placement = placementStatus(cvm, d.Node, d.Predicted)
 	holds := fmt.Sprintf("%d exclusive CPUs (%d vCPUs and the emulator thread)", want.HostCPUs, want.VCPUs)
 	if !want.Dedicated() {
 		holds = fmt.Sprintf("a %s CPU request in the shared pool for %d vCPUs", milliString(want.CPURequestMilli), want.VCPUs)
 	}
 	setCondition(cvm, isov1.ConditionPlaced, true, isov1.ReasonPlaced,
-		fmt.Sprintf("node %s holds %s; %s CPU left there", d.Node, holds, milliString(d.FreeCPUMilli)))
-	return false, nil
+		fmt.Sprintf("node %s holds %s; predicted interval error %s (%s) within %s; %s CPU left there",
+			d.Node, holds, d.Predicted, d.Cause, cvm.Spec.ErrorBudget.Tolerance.Duration, milliString(d.FreeCPUMilli)))
+	// Persist the reservation before the next decision may read it.
+	return false, st.persist(ctx, cvm)
+}
+
+func (r *CrawlerVMReconciler) isPlaced(cvm *isov1.CrawlerVM) bool {
+	return cvm.Status.Placement != nil && cvm.Status.ObservedGeneration == cvm.Generation &&
+		apimeta.IsStatusConditionTrue(cvm.Status.Conditions, isov1.ConditionPlaced)
+}
+
+// placementStatus records the node and the prediction; headroom is tolerance minus it.
+func placementStatus(cvm *isov1.CrawlerVM, node string, predicted time.Duration) *isov1.PlacementStatus {
+	// Whole microseconds keep the status stable and readable ("1.712ms").
+	predicted = predicted.Round(time.Microsecond)
+	return &isov1.PlacementStatus{
+		Node:           node,
+		PredictedError: &metav1.Duration{Duration: predicted},
+		Headroom:       &metav1.Duration{Duration: cvm.Spec.ErrorBudget.Tolerance.Duration - predicted},
+	}
+}
+
+// refreshPrediction updates a placed crawler's predicted error for what is on its node
+// now (neighbours come and go, profiles change).
+func refreshPrediction(cvm *isov1.CrawlerVM, inv *clusterInventory) {
+	node := cvm.Status.Placement.Node
+	pred, ok := inv.predict(cvm.Namespace+"/"+cvm.Name, node)
+	if !ok {
+		return
+	}
+	cvm.Status.Placement = placementStatus(cvm, node, pred.Error)
 }
 
 // runVMI makes the VMI match the reservation in status and reports its phase. VMI specs

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,14 +22,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"go.uber.org/zap/zapcore"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/controllers"
 	"isochron.io/isochron/internal/placement"
-	"isochron.io/isochron/internal/sizing"
 )
 
 // The suite runs on a real kube-apiserver and etcd (envtest, binaries built by
@@ -99,7 +98,6 @@ func run(m *testing.M) int {
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorderFor("isochron"),
-		Sizing:    sizing.DefaultParams(),
 	}).SetupWithManager(mgr); err != nil {
 		panic(err)
 	}
@@ -140,10 +138,10 @@ func rtNode(name string, labels ...string) *corev1.Node {
 
 func nodeStatus(cpus int64) corev1.NodeStatus {
 	res := corev1.ResourceList{
-		corev1.ResourceCPU:                    *resource.NewQuantity(cpus, resource.DecimalSI),
-		corev1.ResourceMemory:                 *resource.NewQuantity(64*gi, resource.BinarySI),
+		corev1.ResourceCPU:                   *resource.NewQuantity(cpus, resource.DecimalSI),
+		corev1.ResourceMemory:                *resource.NewQuantity(64*gi, resource.BinarySI),
 		corev1.ResourceName("hugepages-2Mi"): *resource.NewQuantity(32*gi, resource.BinarySI),
-		corev1.ResourcePods:                   *resource.NewQuantity(110, resource.DecimalSI),
+		corev1.ResourcePods:                  *resource.NewQuantity(110, resource.DecimalSI),
 	}
 	return corev1.NodeStatus{Capacity: res, Allocatable: res, Conditions: []corev1.NodeCondition{{
 		Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: metav1.Now(),

@@ -18,7 +18,6 @@ import (
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/controllers"
-	"isochron.io/isochron/internal/sizing"
 )
 
 // Scheme holds every API type the manager reads or writes.
@@ -69,7 +68,6 @@ func main() {
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorderFor("isochron"),
-		Sizing:    sizing.DefaultParams(),
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Unable to set up controller", "controller", "CrawlerVM")
 		os.Exit(1)

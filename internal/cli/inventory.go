@@ -1,6 +1,12 @@
 package cli
 
-import nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+import (
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+
+	"isochron.io/isochron/internal/inventory"
+	"isochron.io/isochron/internal/model"
+	"isochron.io/isochron/internal/placement"
+)
 
 func (inv *Inventory) network(key string) *nadv1.NetworkAttachmentDefinition {
 	for _, n := range inv.Networks {
@@ -9,4 +15,24 @@ func (inv *Inventory) network(key string) *nadv1.NetworkAttachmentDefinition {
 		}
 	}
 	return nil
+}
+
+// PlacementNodes are the input's Nodes as placement sees them, with their profiles.
+func (inv *Inventory) PlacementNodes() []placement.Node {
+	nodes := make([]placement.Node, 0, len(inv.Nodes))
+	for _, n := range inv.Nodes {
+		nodes = append(nodes, inventory.Node(n, inv.Profiles, 0))
+	}
+	return nodes
+}
+
+// paramsOf is the contention profile of the named node, the defaults if it is not in the
+// input.
+func (inv *Inventory) paramsOf(name string) model.Params {
+	for _, n := range inv.Nodes {
+		if n.Name == name {
+			return inventory.Node(n, inv.Profiles, 0).Params
+		}
+	}
+	return model.Params{}
 }

@@ -30,6 +30,7 @@ import (
 type Inventory struct {
 	CrawlerVMs []*isov1.CrawlerVM
 	Nodes      []*corev1.Node
+	Profiles   []isov1.ContentionProfile
 	Networks   []*nadv1.NetworkAttachmentDefinition
 }
 
@@ -41,7 +42,7 @@ func (e *InputError) Error() string { return strings.Join(e.Problems, "\n") }
 // Load reads every YAML or JSON document (multi-document files, Lists, and directories
 // of .yaml/.yml/.json files) at paths. "-" is standard input.
 func Load(ctx context.Context, paths []string, stdin io.Reader) (*Inventory, error) {
-	v, err := validation.New(crd.CrawlerVMs, isov1.GroupVersion.Version)
+	v, err := newValidators()
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +95,7 @@ func expand(p string) ([]string, error) {
 	return files, err
 }
 
-func (inv *Inventory) loadFile(ctx context.Context, v *validation.Validator, name string, stdin io.Reader) []string {
+func (inv *Inventory) loadFile(ctx context.Context, v validators, name string, stdin io.Reader) []string {
 	var r io.Reader = stdin
 	if name != "-" {
 		b, err := os.ReadFile(name)
@@ -127,7 +128,7 @@ func (inv *Inventory) loadFile(ctx context.Context, v *validation.Validator, nam
 	return problems
 }
 
-func (inv *Inventory) add(ctx context.Context, v *validation.Validator, where string, j []byte) []string {
+func (inv *Inventory) add(ctx context.Context, v validators, where string, j []byte) []string {
 	obj := map[string]any{}
 	if err := utiljson.Unmarshal(j, &obj); err != nil {
 		return []string{fmt.Sprintf("%s: %v", where, err)}
@@ -159,7 +160,7 @@ func (inv *Inventory) add(ctx context.Context, v *validation.Validator, where st
 		if n, _ := md["name"].(string); n == "" {
 			return []string{fmt.Sprintf("%s: CrawlerVM: metadata.name: Required value", where)}
 		}
-		if errs := v.DefaultAndValidate(ctx, obj); len(errs) > 0 {
+		if errs := v.crawlers.DefaultAndValidate(ctx, obj); len(errs) > 0 {
 			out := make([]string, 0, len(errs))
 			for _, e := range errs {
 				out = append(out, fmt.Sprintf("%s: %s", name, e.Error()))
@@ -171,6 +172,23 @@ func (inv *Inventory) add(ctx context.Context, v *validation.Validator, where st
 			return []string{fmt.Sprintf("%s: %v", name, err)}
 		}
 		inv.CrawlerVMs = append(inv.CrawlerVMs, c)
+	case apiVersion == isov1.GroupVersion.String() && kind == "ContentionProfile":
+		name := fmt.Sprintf("%s: ContentionProfile %v", where, obj["metadata"])
+		if md, ok := obj["metadata"].(map[string]any); ok {
+			name = fmt.Sprintf("%s: ContentionProfile %v", where, md["name"])
+		}
+		if errs := v.profiles.DefaultAndValidate(ctx, obj); len(errs) > 0 {
+			out := make([]string, 0, len(errs))
+			for _, e := range errs {
+				out = append(out, fmt.Sprintf("%s: %s", name, e.Error()))
+			}
+			return out
+		}
+		p := isov1.ContentionProfile{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, &p); err != nil {
+			return []string{fmt.Sprintf("%s: %v", name, err)}
+		}
+		inv.Profiles = append(inv.Profiles, p)
 	case apiVersion == "v1" && kind == "Node":
 		n := &corev1.Node{}
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, n); err != nil {
@@ -186,7 +204,21 @@ func (inv *Inventory) add(ctx context.Context, v *validation.Validator, where st
 	case kind == "Namespace" || kind == "Kustomization":
 		// Context that travels with the crawlers in a GitOps tree; nothing to do.
 	default:
-		return []string{fmt.Sprintf("%s: %s %s is not something isochronctl reads; it takes CrawlerVM (isochron.io/v1alpha1), Node (v1), NetworkAttachmentDefinition (k8s.cni.cncf.io/v1) and v1 Lists of them", where, apiVersion, kind)}
+		return []string{fmt.Sprintf("%s: %s %s is not something isochronctl reads; it takes CrawlerVM and ContentionProfile (isochron.io/v1alpha1), Node (v1), NetworkAttachmentDefinition (k8s.cni.cncf.io/v1) and v1 Lists of them", where, apiVersion, kind)}
 	}
 	return nil
+}
+
+type validators struct{ crawlers, profiles *validation.Validator }
+
+func newValidators() (validators, error) {
+	c, err := validation.New(crd.CrawlerVMs, isov1.GroupVersion.Version)
+	if err != nil {
+		return validators{}, err
+	}
+	p, err := validation.New(crd.ContentionProfiles, isov1.GroupVersion.Version)
+	if err != nil {
+		return validators{}, err
+	}
+	return validators{crawlers: c, profiles: p}, nil
 }

@@ -36,27 +36,26 @@ func Render(inv *Inventory, node string, out, notes io.Writer) error {
 	if node == "" && len(inv.Nodes) == 0 {
 		return &InputError{Problems: []string{"no node to render on: pass --node NAME, or include Node objects (kubectl get nodes -o yaml) in the input"}}
 	}
-	nodes := make([]placement.Node, 0, len(inv.Nodes))
-	for _, n := range inv.Nodes {
-		nodes = append(nodes, inventory.Node(n))
-	}
-	var residents []placement.Resident
+	planner := placement.NewPlanner(inv.PlacementNodes(), nil)
 	var unplaced []string
 	var buf bytes.Buffer
 	for _, c := range inv.CrawlerVMs {
-		s, err := sizing.Size(&c.Spec, sizing.DefaultParams())
-		if err != nil {
-			return &InputError{Problems: []string{fmt.Sprintf("CrawlerVM %s: %v", key(c), err)}}
-		}
+		var s sizing.Result
 		target := node
 		if target == "" {
-			d := placement.Place(inventory.Request(c, s), nodes, residents)
+			req := inventory.Request(c)
+			d := planner.Place(req)
 			if !d.Placed() {
 				unplaced = append(unplaced, fmt.Sprintf("CrawlerVM %s: not placed: %s", key(c), d.Reason))
 				continue
 			}
-			target = d.Node
-			residents = append(residents, placement.Resident{Key: key(c), Node: target, Sizing: s})
+			planner.Commit(req, d)
+			target, s = d.Node, d.Sizing
+		} else {
+			var err error
+			if s, err = sizing.Size(&c.Spec, inv.paramsOf(node)); err != nil {
+				return &InputError{Problems: []string{fmt.Sprintf("CrawlerVM %s: %v", key(c), err)}}
+			}
 		}
 		binding := render.BindingBridge
 		if c.Spec.RTNIC != nil {

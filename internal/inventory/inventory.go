@@ -1,28 +1,118 @@
-// Package inventory converts API objects into the plain values the pure core takes.
+// Package inventory converts API objects into the plain values the pure core takes: the
+// nodes with their contention profiles, the crawlers already placed, the crawler to
+// place.
 package inventory
 
 import (
+	"sort"
+	"strconv"
+
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/placement"
 	"isochron.io/isochron/internal/sizing"
 )
 
 const hugepages2Mi corev1.ResourceName = "hugepages-2Mi"
 
-// Node is what placement needs of a Node.
-func Node(n *corev1.Node) placement.Node {
-	alloc := n.Status.Allocatable
-	return placement.Node{
-		Name:           n.Name,
-		Labels:         n.Labels,
-		Taints:         n.Spec.Taints,
-		Unschedulable:  n.Spec.Unschedulable,
-		CPUMilli:       alloc.Cpu().MilliValue(),
-		MemoryBytes:    alloc.Memory().Value(),
-		HugepagesBytes: alloc.Name(hugepages2Mi, "BinarySI").Value(),
+// Node is what placement needs of a Node, with the parameters of the profile that
+// describes it (see ProfileFor) and the exclusive CPUs other Guaranteed pods hold there.
+func Node(n *corev1.Node, profiles []isov1.ContentionProfile, heldExclusiveMilli int64) placement.Node {
+	alloc, capa := n.Status.Allocatable, n.Status.Capacity
+	capacityCPUs := float64(capa.Cpu().MilliValue()) / 1000
+	if capacityCPUs == 0 {
+		capacityCPUs = float64(alloc.Cpu().MilliValue()) / 1000
 	}
+	params := Params(ProfileFor(n, profiles))
+	if params.HostReservedCPUs == 0 {
+		// kubelet reservedSystemCPUs (and kube/system-reserved) are capacity - allocatable.
+		if reserved := float64(capa.Cpu().MilliValue()-alloc.Cpu().MilliValue()) / 1000; reserved > 0 {
+			params.HostReservedCPUs = reserved
+		}
+	}
+	return placement.Node{
+		Name:               n.Name,
+		Labels:             n.Labels,
+		Taints:             n.Spec.Taints,
+		Unschedulable:      n.Spec.Unschedulable,
+		CPUMilli:           alloc.Cpu().MilliValue(),
+		MemoryBytes:        alloc.Memory().Value(),
+		HugepagesBytes:     alloc.Name(hugepages2Mi, "BinarySI").Value(),
+		CapacityCPUs:       capacityCPUs,
+		HeldExclusiveMilli: heldExclusiveMilli,
+		Params:             params,
+	}
+}
+
+// ProfileFor is the profile that describes n: of those whose selector matches, the one
+// with the highest precedence, then the first by name; nil for none.
+func ProfileFor(n *corev1.Node, profiles []isov1.ContentionProfile) *isov1.ContentionProfile {
+	var best *isov1.ContentionProfile
+	for i := range profiles {
+		p := &profiles[i]
+		sel, err := metav1.LabelSelectorAsSelector(&p.Spec.NodeSelector)
+		if err != nil || !sel.Matches(labels.Set(n.Labels)) {
+			continue
+		}
+		if best == nil || p.Spec.Precedence > best.Spec.Precedence ||
+			(p.Spec.Precedence == best.Spec.Precedence && p.Name < best.Name) {
+			best = p
+		}
+	}
+	return best
+}
+
+// Params are a profile's parameters; unset ones stay zero, which the model reads as its
+// defaults.
+func Params(p *isov1.ContentionProfile) model.Params {
+	var m model.Params
+	if p == nil {
+		return m
+	}
+	if c := p.Spec.Crawler; c != nil {
+		if c.CPUPerRequest != nil {
+			m.CPUPerRequest = c.CPUPerRequest.Duration
+		}
+		m.PeakFactor1s = decimal(c.PeakFactor1s)
+		m.PeakExponent = decimal(c.PeakExponent)
+		m.PeakFactorMax = decimal(c.PeakFactorMax)
+		m.TargetUtilisation = decimal(c.TargetUtilisation)
+		if c.OverloadPenalty != nil {
+			m.OverloadPenalty = c.OverloadPenalty.Duration
+		}
+	}
+	if h := p.Spec.Host; h != nil {
+		if h.IOCostPerRequest != nil {
+			m.HostIOCostPerRequest = h.IOCostPerRequest.Duration
+		}
+		if h.SchedulerGranularity != nil {
+			m.SchedulerGranularity = h.SchedulerGranularity.Duration
+		}
+		if h.ReservedCPUs != nil {
+			m.HostReservedCPUs = float64(h.ReservedCPUs.MilliValue()) / 1000
+		}
+		m.HostIOIsolated = h.IOIsolated
+	}
+	if nic := p.Spec.NIC; nic != nil {
+		if nic.Capacity != nil {
+			m.NICCapacityBitsPerSecond = nic.Capacity.Value()
+		}
+		if nic.LinkRate != nil {
+			m.LinkRateBitsPerSecond = nic.LinkRate.Value()
+		}
+		m.BestEffortPacketBits = nic.BestEffortPacketBits
+		m.RequestBits = nic.RequestBits
+	}
+	return m
+}
+
+func decimal(s string) float64 {
+	v, _ := strconv.ParseFloat(s, 64) // the schema guarantees the format; "" is unset
+	return v
 }
 
 // Resident is the reservation a CrawlerVM holds: the size and node in its status.
@@ -40,12 +130,13 @@ func Resident(c *isov1.CrawlerVM) (placement.Resident, bool) {
 	if s.Hugepages != nil {
 		r.HugepagesBytes = s.Hugepages.Value()
 	}
-	return placement.Resident{Key: c.Namespace + "/" + c.Name, Node: p.Node, Sizing: r}, true
+	key := c.Namespace + "/" + c.Name
+	return placement.Resident{Key: key, Node: p.Node, Sizing: r, Workload: placement.Workload(key, &c.Spec, r)}, true
 }
 
-// Request is the placement request for a CrawlerVM of the given size.
-func Request(c *isov1.CrawlerVM, s sizing.Result) placement.Request {
-	req := placement.Request{Key: c.Namespace + "/" + c.Name, Sizing: s, Policy: isov1.PlacementPolicyPack}
+// Request is the placement request for a CrawlerVM.
+func Request(c *isov1.CrawlerVM) placement.Request {
+	req := placement.Request{Key: c.Namespace + "/" + c.Name, Spec: &c.Spec, Policy: isov1.PlacementPolicyPack}
 	if p := c.Spec.Placement; p != nil {
 		req.NodeSelector, req.Tolerations = p.NodeSelector, p.Tolerations
 		if p.Policy != "" {
@@ -56,4 +147,48 @@ func Request(c *isov1.CrawlerVM, s sizing.Result) placement.Request {
 		req.Current = c.Status.Placement.Node
 	}
 	return req
+}
+
+// HeldExclusiveMilli sums, per node, the exclusive CPUs the kubelet's static CPU Manager
+// gives Guaranteed pods with whole CPUs, leaving out the virt-launcher pods of crawlers
+// (their CPUs are counted through the crawlers' reservations).
+func HeldExclusiveMilli(pods []corev1.Pod) map[string]int64 {
+	held := map[string]int64{}
+	for i := range pods {
+		p := &pods[i]
+		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if _, crawler := p.Labels["isochron.io/crawlervm"]; crawler {
+			continue
+		}
+		if m := exclusiveMilli(p); m > 0 {
+			held[p.Spec.NodeName] += m
+		}
+	}
+	return held
+}
+
+// exclusiveMilli is what the static CPU Manager pins for p: the whole-CPU requests of
+// its containers when the pod is Guaranteed (every container's requests equal limits).
+func exclusiveMilli(p *corev1.Pod) int64 {
+	var total int64
+	for _, c := range p.Spec.Containers {
+		req, lim := c.Resources.Requests, c.Resources.Limits
+		cpu, memReq := req.Cpu(), req.Memory()
+		if cpu.IsZero() || !cpu.Equal(*lim.Cpu()) || memReq.IsZero() || !memReq.Equal(*lim.Memory()) {
+			return 0 // not Guaranteed: every CPU comes from the shared pool
+		}
+		if cpu.MilliValue()%1000 == 0 {
+			total += cpu.MilliValue()
+		}
+	}
+	return total
+}
+
+// SortCrawlers orders crawlers by namespace/name, the order isochronctl plans them in.
+func SortCrawlers(cs []*isov1.CrawlerVM) {
+	sort.Slice(cs, func(i, j int) bool {
+		return cs[i].Namespace+"/"+cs[i].Name < cs[j].Namespace+"/"+cs[j].Name
+	})
 }

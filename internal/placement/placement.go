@@ -1,24 +1,30 @@
 // Package placement chooses the node for a crawler VM. It is pure: it sees the node
 // inventory and the crawlers already placed as plain values and returns a decision.
 //
-// This is the capacity layer: a node is a candidate when the crawler may run there
-// (selector, taints, CPU Manager label) and its exclusive CPUs, hugepages and memory are
-// not oversubscribed by the crawlers already placed. Among the candidates the policy
-// chooses: pack takes the fullest node, spread the emptiest, and a crawler already on a
-// node that still fits stays there. Names break ties, so the same input always gives the
-// same node. The contention model (docs/contention-model.md) adds its prediction on top
-// of this filter.
+// A node is a candidate when the crawler may run there (cordon, selector, taints, the CPU
+// Manager label for dedicated crawlers) and its exclusive CPUs, hugepages and memory stay
+// within allocatable, counting the crawlers already placed and the exclusive CPUs other
+// Guaranteed pods hold. On a candidate, the contention model (internal/model) predicts
+// the interval error of every crawler there with the new one added; the node fits only
+// if all of them stay within their budgets. Among the nodes that fit the policy chooses:
+// pack takes the node with the fewest CPUs left (fewest nodes in use), spread the one with
+// the most; a crawler already on a node that still fits stays there; names break ties, so
+// the same input always gives the same node. Candidates are predicted in the policy's
+// order and the first that fits wins, so a decision costs one prediction in the common
+// case and one per candidate only when nothing fits.
 package placement
 
 import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/sizing"
 )
 
@@ -38,14 +44,21 @@ type Node struct {
 	CPUMilli       int64
 	MemoryBytes    int64
 	HugepagesBytes int64
+	// CapacityCPUs is the node's CPU capacity, host threads included: the model's CPUs.
+	CapacityCPUs float64
+	// HeldExclusiveMilli is what Guaranteed pods other than crawlers hold in exclusive CPUs.
+	HeldExclusiveMilli int64
+	// Params is the contention profile of the node's class.
+	Params model.Params
 }
 
 // Resident is a crawler already placed on a node.
 type Resident struct {
 	// Key is namespace/name.
-	Key    string
-	Node   string
-	Sizing sizing.Result
+	Key      string
+	Node     string
+	Sizing   sizing.Result
+	Workload model.Workload
 }
 
 // Request is the crawler to place.
@@ -53,7 +66,7 @@ type Request struct {
 	// Key is namespace/name; a resident with the same key is the crawler itself and is
 	// not counted against the nodes.
 	Key          string
-	Sizing       sizing.Result
+	Spec         *isov1.CrawlerVMSpec
 	NodeSelector map[string]string
 	Tolerations  []corev1.Toleration
 	Policy       isov1.PlacementPolicy
@@ -65,14 +78,40 @@ type Request struct {
 type Decision struct {
 	// Node is the chosen node, "" when nothing fits.
 	Node string
-	// Reason is why nothing fits: one line naming the binding constraint of each node.
+	// Sizing is the crawler's size on the chosen node (unplaced: on the first node that
+	// passed the constraints, or on the built-in profile).
+	Sizing sizing.Result
+	// Predicted is the crawler's predicted interval error there, Cause its dominant term.
+	Predicted time.Duration
+	Cause     string
+	// Reason is why nothing fits: each node's binding constraint, grouped.
 	Reason string
 	// FreeCPUMilli is what is left on the chosen node after placing the crawler.
 	FreeCPUMilli int64
+	// Neighbours are the predictions, with the crawler placed, of the crawlers already
+	// on the chosen node.
+	Neighbours []model.Prediction
 }
 
 // Placed reports whether a node was chosen.
 func (d Decision) Placed() bool { return d.Node != "" }
+
+// Workload is the model's view of a crawler of the given size.
+func Workload(key string, spec *isov1.CrawlerVMSpec, s sizing.Result) model.Workload {
+	w := model.Workload{
+		Key:       key,
+		RPS:       spec.RPS,
+		Tolerance: spec.ErrorBudget.Tolerance.Duration,
+		Objective: sizing.Objective(spec),
+		VCPUs:     s.VCPUs,
+		Dedicated: s.Dedicated(),
+		HostCPUs:  s.HostCPUs,
+	}
+	if nic := spec.RTNIC; nic != nil {
+		w.NIC = &model.NICFlow{Deadline: nic.Deadline.Duration, MinBandwidthBitsPerSecond: nic.MinBandwidth.Value()}
+	}
+	return w
+}
 
 type usage struct{ exclusiveMilli, sharedMilli, memory, hugepages int64 }
 
@@ -86,63 +125,208 @@ func (u *usage) add(s sizing.Result) {
 	u.hugepages += s.HugepagesBytes
 }
 
-// Place chooses a node for req among nodes, given the crawlers already placed.
-func Place(req Request, nodes []Node, residents []Resident) Decision {
-	used := map[string]*usage{}
-	for _, r := range residents {
-		if r.Key == req.Key {
-			continue
-		}
-		u := used[r.Node]
-		if u == nil {
-			u = &usage{}
-			used[r.Node] = u
-		}
-		u.add(r.Sizing)
+func (u *usage) remove(s sizing.Result) {
+	if s.Dedicated() {
+		u.exclusiveMilli -= int64(s.HostCPUs) * 1000
+	} else {
+		u.sharedMilli -= s.CPURequestMilli
 	}
-
-	type fit struct {
-		node string
-		free int64
-	}
-	var fits []fit
-	rejections := map[string][]string{} // reason -> nodes
-	for _, n := range nodes {
-		u := used[n.Name]
-		if u == nil {
-			u = &usage{}
-		}
-		reason := reject(req, n, u)
-		if reason != "" {
-			rejections[reason] = append(rejections[reason], n.Name)
-			continue
-		}
-		after := *u
-		after.add(req.Sizing)
-		fits = append(fits, fit{node: n.Name, free: n.CPUMilli - after.exclusiveMilli - after.sharedMilli})
-	}
-	if len(fits) == 0 {
-		return Decision{Reason: explain(len(nodes), rejections)}
-	}
-	for _, f := range fits {
-		if f.node == req.Current {
-			return Decision{Node: f.node, FreeCPUMilli: f.free}
-		}
-	}
-	sort.Slice(fits, func(i, j int) bool {
-		if fits[i].free != fits[j].free {
-			if req.Policy == isov1.PlacementPolicySpread {
-				return fits[i].free > fits[j].free
-			}
-			return fits[i].free < fits[j].free
-		}
-		return fits[i].node < fits[j].node
-	})
-	return Decision{Node: fits[0].node, FreeCPUMilli: fits[0].free}
+	u.memory -= s.MemoryBytes
+	u.hugepages -= s.HugepagesBytes
 }
 
-// reject returns why req cannot go on n, or "" when it can.
-func reject(req Request, n Node, u *usage) string {
+// Planner places crawlers one after another on a fixed set of nodes, keeping what it has
+// placed: the operator builds one per decision, isochronctl plan one per plan.
+type Planner struct {
+	nodes     []Node
+	used      []usage
+	residents [][]Resident // per node
+	where     map[string]int
+}
+
+// NewPlanner starts from nodes and the crawlers already on them.
+func NewPlanner(nodes []Node, residents []Resident) *Planner {
+	p := &Planner{nodes: append([]Node(nil), nodes...), where: map[string]int{}}
+	sort.Slice(p.nodes, func(i, j int) bool { return p.nodes[i].Name < p.nodes[j].Name })
+	p.used = make([]usage, len(p.nodes))
+	p.residents = make([][]Resident, len(p.nodes))
+	index := make(map[string]int, len(p.nodes))
+	for i, n := range p.nodes {
+		index[n.Name] = i
+	}
+	for _, r := range residents {
+		if i, ok := index[r.Node]; ok {
+			p.add(i, r)
+		}
+	}
+	return p
+}
+
+func (p *Planner) add(i int, r Resident) {
+	p.used[i].add(r.Sizing)
+	p.residents[i] = append(p.residents[i], r)
+	p.where[r.Key] = i
+}
+
+// Commit records a placed crawler, so later decisions count it.
+func (p *Planner) Commit(req Request, d Decision) {
+	if !d.Placed() {
+		return
+	}
+	p.forget(req.Key)
+	for i := range p.nodes {
+		if p.nodes[i].Name == d.Node {
+			p.add(i, Resident{Key: req.Key, Node: d.Node, Sizing: d.Sizing, Workload: Workload(req.Key, req.Spec, d.Sizing)})
+			return
+		}
+	}
+}
+
+// forget removes a crawler's own reservation: it is being placed again.
+func (p *Planner) forget(key string) {
+	i, ok := p.where[key]
+	if !ok {
+		return
+	}
+	rs := p.residents[i]
+	for j := range rs {
+		if rs[j].Key == key {
+			p.used[i].remove(rs[j].Sizing)
+			p.residents[i] = append(rs[:j:j], rs[j+1:]...)
+			break
+		}
+	}
+	delete(p.where, key)
+}
+
+// Place chooses a node for req among nodes, given the crawlers already placed.
+func Place(req Request, nodes []Node, residents []Resident) Decision {
+	return NewPlanner(nodes, residents).Place(req)
+}
+
+type candidate struct {
+	i    int
+	s    sizing.Result
+	free int64
+}
+
+// Place chooses a node for req; it does not record the decision (see Commit).
+func (p *Planner) Place(req Request) Decision {
+	self := -1
+	if i, ok := p.where[req.Key]; ok {
+		self = i
+	}
+	rejections := map[string][]string{}
+	reject := func(node, reason string) { rejections[reason] = append(rejections[reason], node) }
+	var cands []candidate
+	var firstSize *sizing.Result
+	for i := range p.nodes {
+		n := &p.nodes[i]
+		if reason := constraints(req, n); reason != "" {
+			reject(n.Name, reason)
+			continue
+		}
+		s, err := sizing.Size(req.Spec, n.Params)
+		if err != nil {
+			reject(n.Name, err.Error())
+			continue
+		}
+		if firstSize == nil {
+			firstSize = &s
+		}
+		u := p.used[i]
+		if i == self {
+			u.remove(p.ownSizing(i, req.Key))
+		}
+		if reason := capacity(n, &u, s); reason != "" {
+			reject(n.Name, reason)
+			continue
+		}
+		u.add(s)
+		cands = append(cands, candidate{i: i, s: s, free: n.CPUMilli - n.HeldExclusiveMilli - u.exclusiveMilli - u.sharedMilli})
+	}
+	sort.SliceStable(cands, func(a, b int) bool {
+		ca, cb := cands[a], cands[b]
+		if cur := req.Current; cur != "" && (p.nodes[ca.i].Name == cur) != (p.nodes[cb.i].Name == cur) {
+			return p.nodes[ca.i].Name == cur
+		}
+		if ca.free != cb.free {
+			if req.Policy == isov1.PlacementPolicySpread {
+				return ca.free > cb.free
+			}
+			return ca.free < cb.free
+		}
+		return p.nodes[ca.i].Name < p.nodes[cb.i].Name
+	})
+	for _, c := range cands {
+		d, reason := p.predict(req, c)
+		if reason == "" {
+			return d
+		}
+		reject(p.nodes[c.i].Name, reason)
+	}
+	d := Decision{Reason: explain(len(p.nodes), rejections)}
+	if firstSize != nil {
+		d.Sizing = *firstSize
+	} else if s, err := sizing.Size(req.Spec, model.Params{}); err == nil {
+		d.Sizing = s // no candidate class: the size on the built-in profile
+	}
+	return d
+}
+
+func (p *Planner) ownSizing(i int, key string) sizing.Result {
+	for _, r := range p.residents[i] {
+		if r.Key == key {
+			return r.Sizing
+		}
+	}
+	return sizing.Result{}
+}
+
+// predict runs the model on candidate c with req added; reason is why it does not fit.
+func (p *Planner) predict(req Request, c candidate) (Decision, string) {
+	n := &p.nodes[c.i]
+	ws := make([]model.Workload, 0, len(p.residents[c.i])+1)
+	for _, r := range p.residents[c.i] {
+		if r.Key != req.Key {
+			ws = append(ws, r.Workload)
+		}
+	}
+	ws = append(ws, Workload(req.Key, req.Spec, c.s))
+	preds := model.Evaluate(model.Node{CPUs: n.CapacityCPUs, Params: n.Params}, ws)
+	d := Decision{Node: n.Name, Sizing: c.s, FreeCPUMilli: c.free}
+	var over []string
+	for _, pr := range preds {
+		if pr.Key == req.Key {
+			d.Predicted, d.Cause = pr.Error, pr.Cause
+		} else {
+			d.Neighbours = append(d.Neighbours, pr)
+		}
+		if !pr.Within {
+			who := "neighbour " + pr.Key
+			if pr.Key == req.Key {
+				who = "itself"
+			}
+			over = append(over, fmt.Sprintf("%s predicted %s (%s) over its %s tolerance", who, fmtDur(pr.Error), pr.Cause, fmtDur(toleranceOf(ws, pr.Key))))
+		}
+	}
+	if len(over) > 0 {
+		return Decision{}, strings.Join(over, ", ")
+	}
+	return d, ""
+}
+
+func toleranceOf(ws []model.Workload, key string) time.Duration {
+	for _, w := range ws {
+		if w.Key == key {
+			return w.Tolerance
+		}
+	}
+	return 0
+}
+
+// constraints returns why req may not run on n at all, or "".
+func constraints(req Request, n *Node) string {
 	switch {
 	case n.Unschedulable:
 		return "node is cordoned"
@@ -150,17 +334,21 @@ func reject(req Request, n Node, u *usage) string {
 		return "spec.placement.nodeSelector does not match"
 	case untolerated(n.Taints, req.Tolerations) != "":
 		return fmt.Sprintf("taint %s not tolerated by spec.placement.tolerations", untolerated(n.Taints, req.Tolerations))
-	case req.Sizing.Dedicated() && n.Labels[CPUManagerLabel] != "true":
+	case req.Spec.CPUPlacement != isov1.CPUPlacementShared && n.Labels[CPUManagerLabel] != "true":
 		return fmt.Sprintf("no static CPU Manager (label %s=true) for cpuPlacement dedicated", CPUManagerLabel)
 	}
-	s := req.Sizing
+	return ""
+}
+
+// capacity returns which resource of n cannot hold s on top of u, or "".
+func capacity(n *Node, u *usage, s sizing.Result) string {
+	// Exclusive CPUs come out of the shared pool, so shared requests count too.
+	free := n.CPUMilli - n.HeldExclusiveMilli - u.exclusiveMilli - u.sharedMilli
 	if s.Dedicated() {
-		// Exclusive CPUs come out of the shared pool, so shared requests count too.
-		free := n.CPUMilli - u.exclusiveMilli - u.sharedMilli
 		if need := int64(s.HostCPUs) * 1000; need > free {
 			return fmt.Sprintf("needs %d exclusive CPUs, %s free", s.HostCPUs, cpus(free))
 		}
-	} else if free := n.CPUMilli - u.exclusiveMilli - u.sharedMilli; s.CPURequestMilli > free {
+	} else if s.CPURequestMilli > free {
 		return fmt.Sprintf("needs %s CPU, %s free", cpus(s.CPURequestMilli), cpus(free))
 	}
 	if free := n.HugepagesBytes - u.hugepages; s.HugepagesBytes > free {
@@ -206,6 +394,9 @@ func explain(total int, rejections map[string][]string) string {
 	for _, r := range reasons {
 		ns := rejections[r]
 		sort.Strings(ns)
+		if len(ns) > 5 {
+			ns = append(ns[:5:5], fmt.Sprintf("and %d more", len(rejections[r])-5))
+		}
 		parts = append(parts, fmt.Sprintf("%s: %s", strings.Join(ns, ", "), r))
 	}
 	return fmt.Sprintf("0/%d nodes fit: %s", total, strings.Join(parts, "; "))
@@ -219,3 +410,18 @@ func cpus(milli int64) string {
 }
 
 func mib(b int64) string { return fmt.Sprintf("%dMi", b>>20) }
+
+// fmtDur prints a duration to three significant figures, "unbounded" past model.Unbounded.
+func fmtDur(d time.Duration) string {
+	if d >= model.Unbounded {
+		return "unbounded"
+	}
+	switch {
+	case d >= time.Second:
+		return fmt.Sprintf("%.3gs", d.Seconds())
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.3gms", float64(d)/float64(time.Millisecond))
+	default:
+		return fmt.Sprintf("%.3gus", float64(d)/float64(time.Microsecond))
+	}
+}

@@ -2,34 +2,63 @@ package placement
 
 import (
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/sizing"
 )
 
 const gi = int64(1) << 30
 
+// rtNode is an RT node of a Kubernetes cluster: CPU Manager static, 2 CPUs reserved for
+// the host, the host I/O path on them.
 func rtNode(name string, cpus int64) Node {
 	return Node{
 		Name:           name,
 		Labels:         map[string]string{CPUManagerLabel: "true", "kubernetes.io/hostname": name},
-		CPUMilli:       cpus * 1000,
+		CPUMilli:       (cpus - 2) * 1000,
 		MemoryBytes:    64 * gi,
 		HugepagesBytes: 16 * gi,
+		CapacityCPUs:   float64(cpus),
+		Params:         model.Params{HostReservedCPUs: 2},
 	}
 }
 
-func dedicated(vcpus int32, memGi int64) sizing.Result {
-	return sizing.Result{VCPUs: vcpus, HostCPUs: vcpus + 1, CPURequestMilli: int64(vcpus) * 1000,
-		MemoryBytes: memGi * gi, HugepagesBytes: memGi * gi}
+type specOption func(*isov1.CrawlerVMSpec)
+
+func spec(rps int32, opts ...specOption) *isov1.CrawlerVMSpec {
+	s := &isov1.CrawlerVMSpec{
+		RPS:          rps,
+		ErrorBudget:  isov1.ErrorBudget{Tolerance: metav1.Duration{Duration: 10 * time.Millisecond}, Objective: "99.999"},
+		Guest:        isov1.Guest{Image: "img", Memory: resource.MustParse("1Gi")},
+		CPUPlacement: isov1.CPUPlacementDedicated,
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
-func shared(milli int64) sizing.Result {
-	return sizing.Result{VCPUs: 1, CPURequestMilli: milli, MemoryBytes: gi}
+func shared(s *isov1.CrawlerVMSpec) { s.CPUPlacement = isov1.CPUPlacementShared }
+
+func memory(m string) specOption {
+	return func(s *isov1.CrawlerVMSpec) { s.Guest.Memory = resource.MustParse(m) }
+}
+
+func resident(key, node string, sp *isov1.CrawlerVMSpec) Resident {
+	s, err := sizing.Size(sp, model.Params{})
+	if err != nil {
+		panic(err)
+	}
+	return Resident{Key: key, Node: node, Sizing: s, Workload: Workload(key, sp, s)}
 }
 
 func TestPlace(t *testing.T) {
@@ -37,127 +66,175 @@ func TestPlace(t *testing.T) {
 		req       Request
 		nodes     []Node
 		residents []Resident
-		want      Decision
+		node      string // "" = not placed
+		reason    string // a part of the reason when not placed
 	}{
 		"pack takes the fullest node that fits": {
-			req:       Request{Key: "bms/new", Sizing: dedicated(2, 1), Policy: isov1.PlacementPolicyPack},
-			nodes:     []Node{rtNode("a", 16), rtNode("b", 16)},
-			residents: []Resident{{Key: "bms/old", Node: "b", Sizing: dedicated(4, 1)}},
-			want:      Decision{Node: "b", FreeCPUMilli: 8000},
+			req:       Request{Key: "bms/new", Spec: spec(400), Policy: isov1.PlacementPolicyPack},
+			nodes:     []Node{rtNode("a", 18), rtNode("b", 18)},
+			residents: []Resident{resident("bms/old", "b", spec(1000))},
+			node:      "b",
 		},
 		"spread takes the emptiest node": {
-			req:       Request{Key: "bms/new", Sizing: dedicated(2, 1), Policy: isov1.PlacementPolicySpread},
-			nodes:     []Node{rtNode("a", 16), rtNode("b", 16)},
-			residents: []Resident{{Key: "bms/old", Node: "b", Sizing: dedicated(4, 1)}},
-			want:      Decision{Node: "a", FreeCPUMilli: 13000},
+			req:       Request{Key: "bms/new", Spec: spec(400), Policy: isov1.PlacementPolicySpread},
+			nodes:     []Node{rtNode("a", 18), rtNode("b", 18)},
+			residents: []Resident{resident("bms/old", "b", spec(1000))},
+			node:      "a",
 		},
 		"ties break by node name": {
-			req:   Request{Key: "bms/new", Sizing: dedicated(1, 1)},
-			nodes: []Node{rtNode("c", 8), rtNode("a", 8), rtNode("b", 8)},
-			want:  Decision{Node: "a", FreeCPUMilli: 6000},
+			req:   Request{Key: "bms/new", Spec: spec(100)},
+			nodes: []Node{rtNode("c", 10), rtNode("a", 10), rtNode("b", 10)},
+			node:  "a",
 		},
 		"a crawler stays on its node while it fits": {
-			req:   Request{Key: "bms/new", Sizing: dedicated(1, 1), Current: "b"},
-			nodes: []Node{rtNode("a", 8), rtNode("b", 8)},
-			want:  Decision{Node: "b", FreeCPUMilli: 6000},
+			req:   Request{Key: "bms/new", Spec: spec(100), Current: "b"},
+			nodes: []Node{rtNode("a", 10), rtNode("b", 10)},
+			node:  "b",
 		},
 		"the crawler's own reservation does not count against it": {
-			req:       Request{Key: "bms/me", Sizing: dedicated(3, 1), Current: "a"},
-			nodes:     []Node{rtNode("a", 4)},
-			residents: []Resident{{Key: "bms/me", Node: "a", Sizing: dedicated(3, 1)}},
-			want:      Decision{Node: "a", FreeCPUMilli: 0},
+			req:       Request{Key: "bms/me", Spec: spec(400), Current: "a"},
+			nodes:     []Node{rtNode("a", 5)},
+			residents: []Resident{resident("bms/me", "a", spec(400))},
+			node:      "a",
 		},
 		"exclusive CPUs are never oversubscribed": {
-			req:       Request{Key: "bms/new", Sizing: dedicated(2, 1)},
-			nodes:     []Node{rtNode("a", 8)},
-			residents: []Resident{{Key: "bms/old", Node: "a", Sizing: dedicated(5, 1)}},
-			want:      Decision{Reason: "0/1 nodes fit: a: needs 3 exclusive CPUs, 2 free"},
+			req:       Request{Key: "bms/new", Spec: spec(400)},
+			nodes:     []Node{rtNode("a", 9)},
+			residents: []Resident{resident("bms/old", "a", spec(1000))},
+			reason:    "a: needs 3 exclusive CPUs, 2 free",
 		},
-		"shared requests leave fewer exclusive CPUs": {
-			req:       Request{Key: "bms/new", Sizing: dedicated(2, 1)},
-			nodes:     []Node{rtNode("a", 4)},
-			residents: []Resident{{Key: "bms/old", Node: "a", Sizing: shared(1500)}},
-			want:      Decision{Reason: "0/1 nodes fit: a: needs 3 exclusive CPUs, 2500m free"},
+		"Guaranteed pods' exclusive CPUs count": {
+			req: Request{Key: "bms/new", Spec: spec(400)},
+			nodes: func() []Node {
+				n := rtNode("a", 10)
+				n.HeldExclusiveMilli = 6000
+				return []Node{n}
+			}(),
+			reason: "a: needs 3 exclusive CPUs, 2 free",
 		},
 		"dedicated needs the CPU Manager label": {
-			req:   Request{Key: "bms/new", Sizing: dedicated(1, 1)},
-			nodes: []Node{{Name: "plain", CPUMilli: 8000, MemoryBytes: 8 * gi, HugepagesBytes: 8 * gi}},
-			want:  Decision{Reason: "0/1 nodes fit: plain: no static CPU Manager (label kubevirt.io/cpumanager=true) for cpuPlacement dedicated"},
+			req:    Request{Key: "bms/new", Spec: spec(100)},
+			nodes:  []Node{{Name: "plain", CPUMilli: 8000, CapacityCPUs: 8, MemoryBytes: 8 * gi, HugepagesBytes: 8 * gi}},
+			reason: "plain: no static CPU Manager",
 		},
 		"shared runs without the CPU Manager label": {
-			req:   Request{Key: "bms/new", Sizing: shared(500)},
-			nodes: []Node{{Name: "plain", CPUMilli: 8000, MemoryBytes: 8 * gi}},
-			want:  Decision{Node: "plain", FreeCPUMilli: 7500},
+			req:   Request{Key: "bms/new", Spec: spec(50, shared, func(s *isov1.CrawlerVMSpec) { s.ErrorBudget.Tolerance.Duration = 100 * time.Millisecond })},
+			nodes: []Node{{Name: "plain", CPUMilli: 8000, CapacityCPUs: 8, MemoryBytes: 8 * gi}},
+			node:  "plain",
 		},
 		"hugepages are checked": {
-			req:       Request{Key: "bms/new", Sizing: dedicated(1, 4)},
-			nodes:     []Node{rtNode("a", 16)},
-			residents: []Resident{{Key: "bms/old", Node: "a", Sizing: dedicated(1, 14)}},
-			want:      Decision{Reason: "0/1 nodes fit: a: needs 4096Mi of 2Mi hugepages, 2048Mi free"},
+			req:       Request{Key: "bms/new", Spec: spec(100, memory("4Gi"))},
+			nodes:     []Node{rtNode("a", 18)},
+			residents: []Resident{resident("bms/old", "a", spec(100, memory("14Gi")))},
+			reason:    "a: needs 4096Mi of 2Mi hugepages, 2048Mi free",
 		},
-		"node selector and taints and cordons filter, and every reason is named": {
-			req: Request{Key: "bms/new", Sizing: dedicated(1, 1),
+		"a crawler too big for its own vCPUs is refused by the model": {
+			req:    Request{Key: "bms/new", Spec: spec(100000)},
+			nodes:  []Node{rtNode("a", 1000)},
+			reason: "itself predicted",
+		},
+		"a node whose host I/O path would saturate refuses the crawler that tips it": {
+			req:   Request{Key: "bms/new", Spec: spec(3000)},
+			nodes: []Node{rtNode("a", 64)},
+			residents: []Resident{
+				resident("bms/x", "a", spec(2000)), resident("bms/y", "a", spec(2000)),
+			},
+			reason: "neighbour bms/x predicted",
+		},
+		"node selector, taints and cordons filter": {
+			req: Request{Key: "bms/new", Spec: spec(100),
 				NodeSelector: map[string]string{"zone": "x"},
 				Tolerations:  []corev1.Toleration{{Key: "rt", Operator: corev1.TolerationOpExists}}},
 			nodes: func() []Node {
-				a, b, c, d := rtNode("a", 8), rtNode("b", 8), rtNode("c", 8), rtNode("d", 8)
+				a, b, c, d := rtNode("a", 10), rtNode("b", 10), rtNode("c", 10), rtNode("d", 10)
 				b.Labels["zone"], c.Labels["zone"], d.Labels["zone"] = "x", "x", "x"
 				c.Taints = []corev1.Taint{{Key: "gpu", Effect: corev1.TaintEffectNoSchedule}}
 				d.Unschedulable = true
 				b.Taints = []corev1.Taint{{Key: "rt", Value: "yes", Effect: corev1.TaintEffectNoSchedule}}
 				return []Node{a, b, c, d}
 			}(),
-			want: Decision{Node: "b", FreeCPUMilli: 6000},
+			node: "b",
 		},
-		"nothing fits: reasons grouped by node": {
-			req: Request{Key: "bms/new", Sizing: dedicated(1, 1), NodeSelector: map[string]string{"zone": "x"}},
+		"nothing fits: every node's reason, grouped": {
+			req: Request{Key: "bms/new", Spec: spec(100), NodeSelector: map[string]string{"zone": "x"}},
 			nodes: func() []Node {
-				a, b, c := rtNode("a", 8), rtNode("b", 8), rtNode("c", 8)
+				a, b, c := rtNode("a", 10), rtNode("b", 10), rtNode("c", 10)
 				c.Labels["zone"] = "x"
 				c.Taints = []corev1.Taint{{Key: "gpu", Effect: corev1.TaintEffectNoSchedule}}
 				return []Node{a, b, c}
 			}(),
-			want: Decision{Reason: "0/3 nodes fit: a, b: spec.placement.nodeSelector does not match; c: taint gpu=:NoSchedule not tolerated by spec.placement.tolerations"},
+			reason: "0/3 nodes fit: a, b: spec.placement.nodeSelector does not match; c: taint gpu=:NoSchedule not tolerated by spec.placement.tolerations",
 		},
 		"no nodes at all": {
-			req:  Request{Key: "bms/new", Sizing: dedicated(1, 1)},
-			want: Decision{Reason: "no nodes"},
+			req:    Request{Key: "bms/new", Spec: spec(100)},
+			reason: "no nodes",
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			got := Place(tc.req, tc.nodes, tc.residents)
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("Place() (-want +got):\n%s", diff)
+			if got.Node != tc.node || !strings.Contains(got.Reason, tc.reason) {
+				t.Errorf("Place() = node %q, reason %q; want node %q, reason containing %q", got.Node, got.Reason, tc.node, tc.reason)
+			}
+			if got.Placed() && (got.Predicted <= 0 || got.Predicted > tc.req.Spec.ErrorBudget.Tolerance.Duration) {
+				t.Errorf("placed with predicted error %v, tolerance %v", got.Predicted, tc.req.Spec.ErrorBudget.Tolerance.Duration)
 			}
 		})
 	}
 }
 
-// Placing crawlers one after another, as the operator does, never oversubscribes a node.
-func TestPlaceSequentiallyNeverOversubscribes(t *testing.T) {
-	nodes := []Node{rtNode("a", 16), rtNode("b", 12), rtNode("c", 8)}
-	var residents []Resident
-	for i := 0; i < 40; i++ {
-		req := Request{Key: fmt.Sprintf("bms/c%d", i), Sizing: dedicated(int32(1+i%4), 1)}
-		d := Place(req, nodes, residents)
-		if d.Placed() {
-			residents = append(residents, Resident{Key: req.Key, Node: d.Node, Sizing: req.Sizing})
+// Placing crawlers one after another, as the operator does, never oversubscribes a node
+// and never leaves any crawler, old or new, predicted over its budget.
+func TestSequentialPlacementKeepsEveryCrawlerWithinBudget(t *testing.T) {
+	nodes := []Node{rtNode("a", 34), rtNode("b", 18), rtNode("c", 10)}
+	p := NewPlanner(nodes, nil)
+	var placed []Resident
+	for i := 0; i < 80; i++ {
+		sp := spec(int32(100+(i*173)%1500), func(s *isov1.CrawlerVMSpec) {
+			if i%3 == 0 {
+				s.CPUPlacement = isov1.CPUPlacementShared
+				s.ErrorBudget.Tolerance.Duration = 100 * time.Millisecond
+			}
+		})
+		req := Request{Key: fmt.Sprintf("bms/c%02d", i), Spec: sp, Policy: []isov1.PlacementPolicy{isov1.PlacementPolicyPack, isov1.PlacementPolicySpread}[i%2]}
+		d := p.Place(req)
+		if !d.Placed() {
+			continue
 		}
+		p.Commit(req, d)
+		placed = append(placed, Resident{Key: req.Key, Node: d.Node, Sizing: d.Sizing, Workload: Workload(req.Key, sp, d.Sizing)})
+	}
+	if len(placed) < 10 {
+		t.Fatalf("only %d placed", len(placed))
 	}
 	for _, n := range nodes {
-		var cpus, pages int64
-		for _, r := range residents {
+		var ws []model.Workload
+		var u usage
+		for _, r := range placed {
 			if r.Node == n.Name {
-				cpus += int64(r.Sizing.HostCPUs) * 1000
-				pages += r.Sizing.HugepagesBytes
+				ws = append(ws, r.Workload)
+				u.add(r.Sizing)
 			}
 		}
-		if cpus > n.CPUMilli || pages > n.HugepagesBytes {
-			t.Errorf("node %s oversubscribed: %dm of %dm CPU, %d of %d hugepage bytes", n.Name, cpus, n.CPUMilli, pages, n.HugepagesBytes)
+		if u.exclusiveMilli+u.sharedMilli > n.CPUMilli || u.hugepages > n.HugepagesBytes {
+			t.Errorf("node %s oversubscribed: %d+%dm of %dm CPU, %d of %d hugepage bytes", n.Name, u.exclusiveMilli, u.sharedMilli, n.CPUMilli, u.hugepages, n.HugepagesBytes)
+		}
+		for _, pr := range model.Evaluate(model.Node{CPUs: n.CapacityCPUs, Params: n.Params}, ws) {
+			if !pr.Within {
+				t.Errorf("node %s: %s predicted %v (%s), over its budget", n.Name, pr.Key, pr.Error, pr.Cause)
+			}
 		}
 	}
-	if len(residents) == 0 {
-		t.Fatal("nothing placed")
+}
+
+func TestPlaceIsDeterministic(t *testing.T) {
+	nodes := []Node{rtNode("a", 18), rtNode("b", 18), rtNode("c", 10)}
+	residents := []Resident{resident("bms/x", "a", spec(700)), resident("bms/y", "b", spec(300))}
+	req := Request{Key: "bms/new", Spec: spec(400)}
+	first := Place(req, nodes, residents)
+	for i := 0; i < 20; i++ {
+		if diff := cmp.Diff(first, Place(req, nodes, residents)); diff != "" {
+			t.Fatalf("run %d differs (-first +again):\n%s", i, diff)
+		}
 	}
 }

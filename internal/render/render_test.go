@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/sizing"
 )
 
@@ -56,7 +57,7 @@ func constrained(c *isov1.CrawlerVM) {
 }
 
 func input(c *isov1.CrawlerVM, b Binding) Input {
-	s, err := sizing.Size(&c.Spec, sizing.DefaultParams())
+	s, err := sizing.Size(&c.Spec, model.DefaultParams())
 	if err != nil {
 		panic(err)
 	}

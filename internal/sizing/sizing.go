@@ -1,45 +1,25 @@
-// Package sizing decides how big a crawler's VM must be. It is pure: plain values in,
-// plain values out, no client and no clock.
+// Package sizing decides how big a crawler's VM must be, on a node class described by
+// contention-model parameters. It is pure: plain values in, plain values out.
 //
-// The rule (until the contention model of docs/contention-model.md replaces it) follows
-// the BMS crawler study: the crawler's CPU demand is proportional to its request rate
-// (about 1.4 ms of CPU per request: 140% of one CPU at 1,000 rps), its short-window peaks
-// are about twice its 1 s average, and vCPUs are sized so that the peak stays under a
-// target utilisation:
-//
-//	vcpus = max(1, ceil(rps × cpuPerRequest × peakFactor / targetUtilisation))
-//
-// With the defaults this gives 4 vCPUs at 1,000 rps (the study's bare-metal-equivalent
-// size), 3 at 700 rps (where 1 vCPU failed) and 1 at 100 rps.
+// vCPUs come from the contention model (internal/model.Size): the crawler's peak CPU
+// demand at a window equal to its tolerance, under a target utilisation. A dedicated VM
+// holds its vCPUs plus one exclusive CPU for the isolated emulator thread, and its memory
+// in 2Mi hugepages; a shared VM requests its peak demand as a CPU weight.
 package sizing
 
 import (
 	"fmt"
 	"math"
-	"time"
+	"strconv"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/model"
 )
 
 // HugepageSize is the page size that backs dedicated crawlers' memory.
 const HugepageSize = 2 << 20
-
-// Params are the calibrated constants of the sizing rule.
-type Params struct {
-	// CPUPerRequest is the CPU time one request costs the crawler.
-	CPUPerRequest time.Duration
-	// PeakFactor is the ratio of the peak demand at the tolerance window to the 1 s mean.
-	PeakFactor float64
-	// TargetUtilisation is the share of its vCPUs the peak may use.
-	TargetUtilisation float64
-}
-
-// DefaultParams reproduce the BMS crawler study's crawler.
-func DefaultParams() Params {
-	return Params{CPUPerRequest: 1400 * time.Microsecond, PeakFactor: 2.0, TargetUtilisation: 0.7}
-}
 
 // Result is the size of one crawler VM.
 type Result struct {
@@ -59,8 +39,17 @@ type Result struct {
 // Dedicated reports whether the crawler holds exclusive host CPUs.
 func (r Result) Dedicated() bool { return r.HostCPUs > 0 }
 
-// Size returns the size of the crawler described by spec.
-func Size(spec *isov1.CrawlerVMSpec, p Params) (Result, error) {
+// Objective is spec's objective as a number; the schema guarantees the format.
+func Objective(spec *isov1.CrawlerVMSpec) float64 {
+	o, err := strconv.ParseFloat(spec.ErrorBudget.Objective, 64)
+	if err != nil || o <= 0 {
+		return model.DefaultObjective
+	}
+	return o
+}
+
+// Size returns the size of the crawler described by spec on a node class with params p.
+func Size(spec *isov1.CrawlerVMSpec, p model.Params) (Result, error) {
 	if spec.RPS < 1 {
 		return Result{}, fmt.Errorf("spec.rps must be at least 1, got %d", spec.RPS)
 	}
@@ -68,19 +57,19 @@ func Size(spec *isov1.CrawlerVMSpec, p Params) (Result, error) {
 	if mem <= 0 {
 		return Result{}, fmt.Errorf("spec.guest.memory must be positive, got %s", spec.Guest.Memory.String())
 	}
-	peakCPUs := float64(spec.RPS) * p.CPUPerRequest.Seconds() * p.PeakFactor
-	vcpus := int32(math.Max(1, math.Ceil(peakCPUs/p.TargetUtilisation)))
+	tol, obj := spec.ErrorBudget.Tolerance.Duration, Objective(spec)
+	vcpus := model.Size(spec.RPS, tol, obj, p)
 
 	if spec.CPUPlacement == isov1.CPUPlacementShared {
 		// Shares, not priorities, protect a VM (KVM cgroups study): request the peak as the
 		// cgroup weight, at least 100m so an idle crawler still has a real share.
-		milli := int64(math.Max(100, math.Ceil(peakCPUs*1000)))
+		milli := int64(math.Max(100, math.Ceil(model.PeakCPUs(spec.RPS, tol, obj, p)*1000-1e-6))) // -1e-6: float noise
 		return Result{VCPUs: vcpus, CPURequestMilli: milli, MemoryBytes: mem}, nil
 	}
 	pages := RoundUpToPage(mem)
 	return Result{
 		VCPUs:           vcpus,
-		HostCPUs:        vcpus + 1, // the isolated emulator thread gets its own CPU
+		HostCPUs:        model.HostCPUs(vcpus, false),
 		CPURequestMilli: int64(vcpus) * 1000,
 		MemoryBytes:     pages,
 		HugepagesBytes:  pages,

@@ -2,16 +2,20 @@ package sizing
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/model"
 )
 
 func spec(rps int32, placement isov1.CPUPlacement, mem string) *isov1.CrawlerVMSpec {
 	return &isov1.CrawlerVMSpec{
 		RPS:          rps,
+		ErrorBudget:  isov1.ErrorBudget{Tolerance: metav1.Duration{Duration: 10 * time.Millisecond}, Objective: "99.999"},
 		CPUPlacement: placement,
 		Guest:        isov1.Guest{Image: "img", Memory: resource.MustParse(mem)},
 	}
@@ -54,7 +58,7 @@ func TestSize(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err := Size(tc.spec, DefaultParams())
+			got, err := Size(tc.spec, model.DefaultParams())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -68,7 +72,7 @@ func TestSize(t *testing.T) {
 func TestSizeNeverShrinksWithRPS(t *testing.T) {
 	prev := int32(0)
 	for rps := int32(1); rps <= 100000; rps += 97 {
-		got, err := Size(spec(rps, isov1.CPUPlacementDedicated, "1Gi"), DefaultParams())
+		got, err := Size(spec(rps, isov1.CPUPlacementDedicated, "1Gi"), model.DefaultParams())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,10 +84,10 @@ func TestSizeNeverShrinksWithRPS(t *testing.T) {
 }
 
 func TestSizeRejectsNonsense(t *testing.T) {
-	if _, err := Size(spec(0, isov1.CPUPlacementDedicated, "1Gi"), DefaultParams()); err == nil {
+	if _, err := Size(spec(0, isov1.CPUPlacementDedicated, "1Gi"), model.DefaultParams()); err == nil {
 		t.Error("rps 0 accepted")
 	}
-	if _, err := Size(spec(10, isov1.CPUPlacementDedicated, "0"), DefaultParams()); err == nil {
+	if _, err := Size(spec(10, isov1.CPUPlacementDedicated, "0"), model.DefaultParams()); err == nil {
 		t.Error("memory 0 accepted")
 	}
 }

@@ -1,0 +1,87 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/inventory"
+	"isochron.io/isochron/internal/model"
+	"isochron.io/isochron/internal/placement"
+)
+
+// clusterInventory is what a placement decision or a prediction needs of the cluster.
+type clusterInventory struct {
+	nodes     []placement.Node
+	residents []placement.Resident
+}
+
+// gather reads Nodes, ContentionProfiles and Pods from the cache, and the crawlers (the
+// reservations) from crawlers: the API server itself for decisions, the cache otherwise.
+func (r *CrawlerVMReconciler) gather(ctx context.Context, crawlers client.Reader) (*clusterInventory, error) {
+	nodes := &corev1.NodeList{}
+	if err := r.List(ctx, nodes); err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	profiles := &isov1.ContentionProfileList{}
+	if err := r.List(ctx, profiles); err != nil {
+		return nil, fmt.Errorf("listing contention profiles: %w", err)
+	}
+	pods := &corev1.PodList{}
+	if err := r.List(ctx, pods); err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	cvms := &isov1.CrawlerVMList{}
+	if err := crawlers.List(ctx, cvms); err != nil {
+		return nil, fmt.Errorf("listing crawlers: %w", err)
+	}
+	held := inventory.HeldExclusiveMilli(pods.Items)
+	inv := &clusterInventory{nodes: make([]placement.Node, 0, len(nodes.Items))}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		inv.nodes = append(inv.nodes, inventory.Node(n, profiles.Items, held[n.Name]))
+	}
+	for i := range cvms.Items {
+		if res, ok := inventory.Resident(&cvms.Items[i]); ok {
+			inv.residents = append(inv.residents, res)
+		}
+	}
+	return inv, nil
+}
+
+func (inv *clusterInventory) hasNode(name string) bool {
+	for i := range inv.nodes {
+		if inv.nodes[i].Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// predict is the model's prediction for the crawler key among everything on node.
+func (inv *clusterInventory) predict(key, node string) (model.Prediction, bool) {
+	var n *placement.Node
+	for i := range inv.nodes {
+		if inv.nodes[i].Name == node {
+			n = &inv.nodes[i]
+		}
+	}
+	if n == nil {
+		return model.Prediction{}, false
+	}
+	var ws []model.Workload
+	for _, r := range inv.residents {
+		if r.Node == node {
+			ws = append(ws, r.Workload)
+		}
+	}
+	for _, p := range model.Evaluate(model.Node{CPUs: n.CapacityCPUs, Params: n.Params}, ws) {
+		if p.Key == key {
+			return p, true
+		}
+	}
+	return model.Prediction{}, false
+}
