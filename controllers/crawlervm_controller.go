@@ -46,6 +46,17 @@ type CrawlerVMReconciler struct {
 	decide sync.Mutex
 }
 
+// NewCrawlerVMReconciler is the reconciler wired to mgr's clients, reconciling up to
+// concurrency crawlers at once.
+func NewCrawlerVMReconciler(mgr ctrl.Manager, concurrency int) *CrawlerVMReconciler {
+	return &CrawlerVMReconciler{
+		Client:                  mgr.GetClient(),
+		APIReader:               mgr.GetAPIReader(),
+		Recorder:                mgr.GetEventRecorderFor("isochron"),
+		MaxConcurrentReconciles: concurrency,
+	}
+}
+
 // +kubebuilder:rbac:groups=isochron.io,resources=crawlervms,verbs=get;list;watch
 // +kubebuilder:rbac:groups=isochron.io,resources=crawlervms/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=get;list;watch;create;update;patch;delete

@@ -113,6 +113,10 @@ func TestCrawlerVMRunsAsVMI(t *testing.T) {
 	if got := c.Status; got.Placement.Node != "run-1" || got.Sizing.VCPUs != 2 || got.Sizing.HostCPUs != 3 || got.VMI.Name != "tower" || got.ObservedGeneration != c.Generation {
 		t.Errorf("status = placement %+v, sizing %+v, vmi %+v, observedGeneration %d", got.Placement, got.Sizing, got.VMI, got.ObservedGeneration)
 	}
+	if p := c.Status.Placement; p.PredictedError == nil || p.PredictedError.Duration <= 0 || p.PredictedError.Duration > 10*time.Millisecond ||
+		p.Headroom == nil || p.Headroom.Duration != 10*time.Millisecond-p.PredictedError.Duration {
+		t.Errorf("status.placement = %+v: want a predicted error within the 10ms tolerance and the headroom left", p)
+	}
 	if managers := vmi.ManagedFields; len(managers) != 1 || managers[0].Manager != "isochron" || managers[0].Operation != metav1.ManagedFieldsOperationApply {
 		t.Errorf("VMI field managers = %+v, want one server-side apply by isochron", managers)
 	}
@@ -340,4 +344,67 @@ func TestDeletingACrawlerDeletesItsVMI(t *testing.T) {
 	eventually(t, "the garbage collector to delete VMI "+vmi.Name, func() (bool, string) {
 		return !get(t, &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: vmi.Name}}), "VMI still exists"
 	})
+}
+
+// A ContentionProfile describes a node class whose crawler costs more CPU per request:
+// the same crawler gets more vCPUs there, and a crawler that no longer fits within its
+// budget on the class says which term binds.
+func TestContentionProfileCalibratesANodeClass(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	createNode(t, rtNode("slow-1", "it", "profile", "cpu-class", "slow"), 30)
+	profile := &isov1.ContentionProfile{
+		ObjectMeta: metav1.ObjectMeta{Name: "slow-cpus"},
+		Spec: isov1.ContentionProfileSpec{
+			NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"cpu-class": "slow"}},
+			Crawler:      &isov1.CrawlerProfile{CPUPerRequest: &metav1.Duration{Duration: 2800 * time.Microsecond}},
+		},
+	}
+	if err := k8s.Create(ctx, profile); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), profile) })
+
+	c := crawler(ns, "doubled", withRPS(1000), withSelector("it", "profile"))
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	waitForCrawler(t, c, "Placed with the profile's size", func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionPlaced, metav1.ConditionTrue, isov1.ReasonPlaced)
+	})
+	// Twice the CPU per request: twice the 4 vCPUs the built-in profile gives at 1000 rps.
+	if got := c.Status.Sizing.VCPUs; got != 8 {
+		t.Errorf("vCPUs on the slow class = %d, want 8", got)
+	}
+}
+
+// The host I/O path of a node saturates: a crawler that would push its neighbours over
+// budget is refused with the neighbour and the term named, and creates nothing.
+func TestPlacementRefusesToBreakANeighbour(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	createNode(t, rtNode("busy-1", "it", "busy"), 62)
+	for _, name := range []string{"x", "y"} {
+		c := crawler(ns, name, withRPS(2000), withSelector("it", "busy"))
+		if err := k8s.Create(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		waitForCrawler(t, c, "Placed", func(c *isov1.CrawlerVM) bool {
+			return hasCondition(c, isov1.ConditionPlaced, metav1.ConditionTrue, isov1.ReasonPlaced)
+		})
+	}
+	c := crawler(ns, "tipping", withRPS(3000), withSelector("it", "busy"))
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	waitForCrawler(t, c, "Placed=False naming the neighbour", func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionPlaced, metav1.ConditionFalse, isov1.ReasonUnschedulable)
+	})
+	msg := apimeta.FindStatusCondition(c.Status.Conditions, isov1.ConditionPlaced).Message
+	if !strings.Contains(msg, "neighbour "+ns+"/") || !strings.Contains(msg, "host-io") {
+		t.Errorf("Placed message %q does not name the neighbour and the host I/O term", msg)
+	}
+	if get(t, &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tipping"}}) {
+		t.Error("a VMI exists for a crawler that was refused")
+	}
 }

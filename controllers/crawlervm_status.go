@@ -10,11 +10,17 @@ import (
 	isov1 "isochron.io/isochron/api/v1alpha1"
 )
 
+// maxMessage bounds condition messages well under the API's 32 KiB.
+const maxMessage = 4096
+
 // setCondition sets one condition for the CrawlerVM's current generation. It does no I/O.
 func setCondition(cvm *isov1.CrawlerVM, typ string, ok bool, reason, message string) {
 	status := metav1.ConditionFalse
 	if ok {
 		status = metav1.ConditionTrue
+	}
+	if len(message) > maxMessage {
+		message = message[:maxMessage-3] + "..."
 	}
 	meta.SetStatusCondition(&cvm.Status.Conditions, metav1.Condition{
 		Type:               typ,

@@ -34,11 +34,15 @@ func Scheme() *runtime.Scheme {
 func main() {
 	var metricsAddr, probeAddr string
 	var leaderElect, secureMetrics, enableHTTP2 bool
+	var concurrency, qps, burst int
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address of the metrics endpoint (\"0\" disables it).")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader, so that only one replica places crawlers at a time.")
 	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS, to callers authenticated and authorised by the API server.")
 	flag.BoolVar(&enableHTTP2, "enable-http2", false, "Serve metrics over HTTP/2 (off: HTTP/2 rapid-reset CVEs).")
+	flag.IntVar(&concurrency, "max-concurrent-reconciles", 4, "CrawlerVMs reconciled at once (placement decisions among them are serialised).")
+	flag.IntVar(&qps, "kube-api-qps", 50, "Requests per second to the API server (each placement decision reads every crawler).")
+	flag.IntVar(&burst, "kube-api-burst", 100, "Burst of requests to the API server.")
 	opts := zap.Options{Development: false}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -53,7 +57,9 @@ func main() {
 	if secureMetrics {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	cfg := ctrl.GetConfigOrDie()
+	cfg.QPS, cfg.Burst = float32(qps), burst
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 Scheme(),
 		Metrics:                metricsOpts,
 		HealthProbeBindAddress: probeAddr,
@@ -64,11 +70,7 @@ func main() {
 		setupLog.Error(err, "Unable to create manager")
 		os.Exit(1)
 	}
-	if err := (&controllers.CrawlerVMReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorderFor("isochron"),
-	}).SetupWithManager(mgr); err != nil {
+	if err := controllers.NewCrawlerVMReconciler(mgr, concurrency).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Unable to set up controller", "controller", "CrawlerVM")
 		os.Exit(1)
 	}

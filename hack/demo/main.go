@@ -305,7 +305,7 @@ func printTable(ctx context.Context, c client.Client, list *isov1.CrawlerVMList)
 			fmt.Printf("  %s/%s Placed=%s: %s\n", list.Items[i].Namespace, list.Items[i].Name, p.Status, p.Message)
 		}
 	}
-	fmt.Println("  PREDICTED stays '-' until the contention model (issue 3) predicts interval errors.")
+	fmt.Println("  PREDICTED is the contention model's p(objective) interval error on the node, with every neighbour there.")
 }
 
 func step(format string, args ...any) {

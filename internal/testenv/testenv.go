@@ -1,0 +1,172 @@
+// Package testenv starts the real control plane the integration tests run on: a
+// kube-apiserver and etcd (envtest, binaries built by `make envtest-bins`) with the CRDs
+// of isochron, KubeVirt and Multus, and kube-controller-manager's garbage collector.
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/placement"
+)
+
+// Env is a running control plane.
+type Env struct {
+	Config *rest.Config
+	Scheme *runtime.Scheme
+	// Client is uncached, as a user would see the API.
+	Client client.Client
+	stop   []func()
+}
+
+// Scheme holds every type isochron reads or writes.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, isov1.AddToScheme, kubevirtv1.AddToScheme, nadv1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}
+
+// Start starts the control plane; root is the repository root.
+func Start(root string) (*Env, error) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		return nil, fmt.Errorf("KUBEBUILDER_ASSETS is not set: run these tests with `make test-integration`, which builds kube-apiserver and etcd into bin/")
+	}
+	e := &Env{Scheme: Scheme()}
+	env := &envtest.Environment{
+		CRDDirectoryPaths: []string{
+			filepath.Join(root, "config", "crd", "bases"),
+			filepath.Join(root, "config", "thirdparty", "kubevirt"),
+			filepath.Join(root, "config", "thirdparty", "multus"),
+		},
+		ErrorIfCRDPathMissing: true,
+		Scheme:                e.Scheme,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting the API server: %w", err)
+	}
+	e.stop = append(e.stop, func() { _ = env.Stop() })
+	e.Config = cfg
+	if e.Client, err = client.New(cfg, client.Options{Scheme: e.Scheme}); err != nil {
+		e.Stop()
+		return nil, err
+	}
+	stopGC, err := startGarbageCollector(env)
+	if err != nil {
+		e.Stop()
+		return nil, fmt.Errorf("starting the garbage collector: %w", err)
+	}
+	e.stop = append(e.stop, stopGC)
+	return e, nil
+}
+
+// Stop stops everything Start started.
+func (e *Env) Stop() {
+	for i := len(e.stop) - 1; i >= 0; i-- {
+		e.stop[i]()
+	}
+}
+
+// startGarbageCollector runs kube-controller-manager (built by `make envtest-bins` next
+// to kube-apiserver) with only its garbage collector, which deletes a CrawlerVM's VMI
+// through its owner reference and which envtest does not start.
+func startGarbageCollector(env *envtest.Environment) (func(), error) {
+	path := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kube-controller-manager")
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("%w: run `make envtest-bins`", err)
+	}
+	user, err := env.AddUser(envtest.User{Name: "gc", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "isochron-gc-")
+	if err != nil {
+		return nil, err
+	}
+	kc := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kc, kubeconfig, 0o600); err != nil {
+		return nil, err
+	}
+	log, err := os.Create(filepath.Join(dir, "kube-controller-manager.log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(path, "--kubeconfig", kc, "--controllers", "garbagecollector",
+		"--leader-elect=false", "--secure-port=0", "--use-service-account-credentials=false")
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		_ = log.Close()
+		_ = os.RemoveAll(dir)
+	}, nil
+}
+
+// RTNode is a Node as the kubelet of an RT node reports it: static CPU Manager label,
+// cpus CPUs of which 2 are reserved for the host, 2Mi hugepages.
+func RTNode(name string, cpus int64, labels ...string) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+		placement.CPUManagerLabel: "true", "kubernetes.io/hostname": name,
+	}}}
+	for i := 0; i+1 < len(labels); i += 2 {
+		n.Labels[labels[i]] = labels[i+1]
+	}
+	const gi = int64(1) << 30
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:                   *resource.NewQuantity(cpus, resource.DecimalSI),
+		corev1.ResourceMemory:                *resource.NewQuantity(64*gi, resource.BinarySI),
+		corev1.ResourceName("hugepages-2Mi"): *resource.NewQuantity(32*gi, resource.BinarySI),
+		corev1.ResourcePods:                  *resource.NewQuantity(110, resource.DecimalSI),
+	}
+	alloc := capacity.DeepCopy()
+	alloc[corev1.ResourceCPU] = *resource.NewQuantity(cpus-2, resource.DecimalSI)
+	n.Status = corev1.NodeStatus{Capacity: capacity, Allocatable: alloc, Conditions: []corev1.NodeCondition{{
+		Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: metav1.Now(),
+	}}}
+	return n
+}
+
+// RegisterNode creates n and reports its status as its kubelet would. The API server
+// taints a new Node not-ready until the node lifecycle controller sees it Ready; the
+// taint is lifted as that controller would.
+func RegisterNode(ctx context.Context, c client.Client, n *corev1.Node) error {
+	status := n.Status
+	if err := c.Create(ctx, n); err != nil {
+		return fmt.Errorf("creating node %s: %w", n.Name, err)
+	}
+	n.Spec.Taints = nil
+	if err := c.Update(ctx, n); err != nil {
+		return fmt.Errorf("untainting node %s: %w", n.Name, err)
+	}
+	n.Status = status
+	if err := c.Status().Update(ctx, n); err != nil {
+		return fmt.Errorf("setting node %s status: %w", n.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,289 @@
+// Package integration holds the placement tests that need their own control plane and
+// their own operator replicas: decisions under concurrency, a leader handing over, and
+// convergence at scale, all on a real kube-apiserver and etcd.
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/controllers"
+	"isochron.io/isochron/internal/inventory"
+	"isochron.io/isochron/internal/model"
+	"isochron.io/isochron/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	var err error
+	env, err = testenv.Start("../..")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	env.Stop()
+	os.Exit(code)
+}
+
+// replica runs one operator replica with leader election, as the Deployment does, and
+// returns the function that kills it (without releasing the lease, as a crash would).
+func replica(t *testing.T, name string, concurrency int) (stop func()) {
+	t.Helper()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = 50, 100 // as the manager's defaults (cmd/manager)
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  env.Scheme,
+		Metrics:                 metricsserver.Options{BindAddress: "0"},
+		LeaderElection:          true,
+		LeaderElectionID:        "isochron.isochron.io",
+		LeaderElectionNamespace: "default",
+		LeaseDuration:           ptr.To(2 * time.Second),
+		RenewDeadline:           ptr.To(1500 * time.Millisecond),
+		RetryPeriod:             ptr.To(200 * time.Millisecond),
+		Controller:              ctrlConfig(name),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := controllers.NewCrawlerVMReconciler(mgr, concurrency).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = mgr.Start(ctx)
+	}()
+	return func() { cancel(); <-done }
+}
+
+func crawler(ns, name string, rps int32, shared bool) *isov1.CrawlerVM {
+	c := &isov1.CrawlerVM{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: isov1.CrawlerVMSpec{
+			RPS:         rps,
+			ErrorBudget: isov1.ErrorBudget{Tolerance: metav1.Duration{Duration: 10 * time.Millisecond}},
+			Guest:       isov1.Guest{Image: "quay.io/isochron/crawler:0.1", Memory: resource.MustParse("1Gi")},
+		},
+	}
+	if shared {
+		c.Spec.CPUPlacement = isov1.CPUPlacementShared
+		c.Spec.ErrorBudget.Tolerance.Duration = 100 * time.Millisecond
+	}
+	return c
+}
+
+func createAll(t *testing.T, objs []client.Object) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(objs))
+	sem := make(chan struct{}, 8)
+	for _, o := range objs {
+		wg.Add(1)
+		go func(o client.Object) {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			errs <- env.Client.Create(context.Background(), o)
+		}(o)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// decided counts the crawlers of ns whose Placed condition is set for their generation.
+func decided(t *testing.T, ns string) (placed, unplaced int, list *isov1.CrawlerVMList) {
+	t.Helper()
+	list = &isov1.CrawlerVMList{}
+	if err := env.Client.List(context.Background(), list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range list.Items {
+		c := &list.Items[i]
+		p := apimeta.FindStatusCondition(c.Status.Conditions, isov1.ConditionPlaced)
+		switch {
+		case p == nil || p.ObservedGeneration != c.Generation:
+		case p.Status == metav1.ConditionTrue:
+			placed++
+		default:
+			unplaced++
+		}
+	}
+	return placed, unplaced, list
+}
+
+func waitDecided(t *testing.T, ns string, n int, timeout time.Duration) *isov1.CrawlerVMList {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		placed, unplaced, list := decided(t, ns)
+		if placed+unplaced == n {
+			return list
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %d placed, %d unplaced of %d", timeout, placed, unplaced, n)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// checkNoOversubscription verifies the final state: on every node the exclusive CPUs and
+// shared requests fit allocatable, every crawler there is predicted within its budget,
+// and every placed crawler has exactly one VMI, bound to its node.
+func checkNoOversubscription(t *testing.T, ns string, nodes []*corev1.Node, list *isov1.CrawlerVMList) {
+	t.Helper()
+	ctx := context.Background()
+	byNode := map[string][]model.Workload{}
+	used := map[string]int64{}
+	for i := range list.Items {
+		c := &list.Items[i]
+		r, ok := inventory.Resident(c)
+		if !ok {
+			continue
+		}
+		byNode[r.Node] = append(byNode[r.Node], r.Workload)
+		used[r.Node] += int64(r.Sizing.HostCPUs)*1000 + map[bool]int64{true: 0, false: r.Sizing.CPURequestMilli}[r.Sizing.Dedicated()]
+		vmi := &kubevirtv1.VirtualMachineInstance{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(c), vmi); err != nil {
+			t.Errorf("crawler %s placed on %s has no VMI: %v", c.Name, r.Node, err)
+			continue
+		}
+		if got := vmi.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Values; len(got) != 1 || got[0] != r.Node {
+			t.Errorf("VMI %s bound to %v, crawler placed on %s", vmi.Name, got, r.Node)
+		}
+	}
+	for _, n := range nodes {
+		pn := inventory.Node(n, nil, 0)
+		if used[n.Name] > pn.CPUMilli {
+			t.Errorf("node %s oversubscribed: %dm of %dm allocatable CPU held", n.Name, used[n.Name], pn.CPUMilli)
+		}
+		for _, p := range model.Evaluate(model.Node{CPUs: pn.CapacityCPUs, Params: pn.Params}, byNode[n.Name]) {
+			if !p.Within {
+				t.Errorf("node %s: %s predicted %v (%s), over its budget", n.Name, p.Key, p.Error, p.Cause)
+			}
+		}
+	}
+	vmis := &kubevirtv1.VirtualMachineInstanceList{}
+	if err := env.Client.List(ctx, vmis, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	placed, _, _ := decided(t, ns)
+	if len(vmis.Items) != placed {
+		t.Errorf("%d VMIs for %d placed crawlers", len(vmis.Items), placed)
+	}
+}
+
+func namespace(t *testing.T, name string) string {
+	t.Helper()
+	if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func registerNodes(t *testing.T, prefix string, count int, cpus int64) []*corev1.Node {
+	t.Helper()
+	var nodes []*corev1.Node
+	for i := 0; i < count; i++ {
+		n := testenv.RTNode(fmt.Sprintf("%s-%02d", prefix, i), cpus, "pool", prefix)
+		if err := testenv.RegisterNode(context.Background(), env.Client, n); err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	return nodes
+}
+
+func mix(ns, pool string, n int, seed int64) []client.Object {
+	rng := rand.New(rand.NewSource(seed))
+	objs := make([]client.Object, 0, n)
+	for i := 0; i < n; i++ {
+		c := crawler(ns, fmt.Sprintf("c%03d", i), int32(50+rng.Intn(950)), i%3 == 0)
+		c.Spec.Placement = &isov1.Placement{NodeSelector: map[string]string{"pool": pool}}
+		objs = append(objs, c)
+	}
+	return objs
+}
+
+// Two replicas, four workers each: the leader decides concurrently, is killed halfway,
+// and the other takes over from what the API server holds. No node is oversubscribed,
+// no crawler is placed twice, nobody is predicted over budget.
+func TestLeaderHandOverUnderConcurrency(t *testing.T) {
+	ns := namespace(t, "handover")
+	nodes := registerNodes(t, "ho", 8, 16)
+	stopA := replica(t, "a", 4)
+	objs := mix(ns, "ho", 80, 1)
+	createAll(t, objs)
+	// Let the first leader decide part of the crawlers, then kill it mid-flight.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		p, u, _ := decided(t, ns)
+		if p+u >= 20 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stopA()
+	stopB := replica(t, "b", 4)
+	defer stopB()
+	list := waitDecided(t, ns, len(objs), 2*time.Minute)
+	placed, unplaced, _ := decided(t, ns)
+	t.Logf("%d placed, %d unplaced on %d nodes", placed, unplaced, len(nodes))
+	if placed == 0 || unplaced == 0 {
+		t.Errorf("want a mix of placed and unplaced crawlers to exercise the limits, got %d and %d", placed, unplaced)
+	}
+	checkNoOversubscription(t, ns, nodes, list)
+}
+
+// 500 CrawlerVMs on 50 nodes converge: all placed or reported unplaceable, with zero
+// oversubscription. The time it takes is logged (docs/contention-model.md).
+func TestFiveHundredCrawlersOnFiftyNodesConverge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("scale test")
+	}
+	ns := namespace(t, "scale")
+	nodes := registerNodes(t, "sc", 50, 32)
+	stop := replica(t, "scale", 4)
+	defer stop()
+	objs := mix(ns, "sc", 500, 2)
+	start := time.Now()
+	createAll(t, objs)
+	list := waitDecided(t, ns, len(objs), 5*time.Minute)
+	placed, unplaced, _ := decided(t, ns)
+	t.Logf("500 CrawlerVMs on 50 nodes converged in %s: %d placed, %d unplaced", time.Since(start).Round(100*time.Millisecond), placed, unplaced)
+	checkNoOversubscription(t, ns, nodes, list)
+}
+
+func ctrlConfig(string) ctrlconfig.Controller {
+	// Each replica registers its controller under its own name; controller-runtime
+	// refuses two controllers of one name in a process.
+	return ctrlconfig.Controller{SkipNameValidation: ptr.To(true)}
+}
