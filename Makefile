@@ -62,7 +62,7 @@ test-unit: ## Run the unit tests of the pure core, the CLI and the configs (no A
 
 .PHONY: test-integration
 test-integration: envtest-bins ## Run the operator against a real kube-apiserver and etcd (envtest) with the real CRDs.
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test ./controllers/... -count=1 -timeout 15m
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test ./controllers/... ./test/integration/... -count=1 -timeout 20m
 
 .PHONY: test-admission
 test-admission: ## Judge every rendered VMI with KubeVirt's own admission code (module test/kubevirt).

@@ -1,5 +1,6 @@
-// Command isochronctl shows what isochron decides, offline: `render` prints the objects
-// the operator would create for a set of CrawlerVMs.
+// Command isochronctl shows what isochron decides, offline: `plan` prints where each
+// crawler would go and what the contention model predicts there, `render` prints the
+// objects the operator would create for a set of CrawlerVMs.
 package main
 
 import (
@@ -24,9 +25,16 @@ const (
 const usage = `isochronctl shows what isochron decides, offline.
 
 Usage:
+  isochronctl plan -f PATH [-f PATH...] [-o table|json]
   isochronctl render -f FILE [-f FILE...] [--node NAME]
 
 Commands:
+  plan     Place every CrawlerVM in the files on the Node objects in the files (as
+           kubectl get nodes -o yaml prints them), with the ContentionProfiles in the
+           files, and print where each goes, its size, its predicted interval error with
+           the whole plan applied, each node's use, and why any crawler does not fit.
+           Crawlers are placed from scratch in namespace/name order, as on a fresh
+           cluster: their status is ignored. -o json is a stable format for pipelines.
   render   Print, as YAML, the objects the operator would create for the CrawlerVMs in
            the files: each on --node, or placed on the Node objects in the files.
 
@@ -51,6 +59,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitOK
 	}
 	switch args[0] {
+	case "plan":
+		return plan(ctx, args[1:], stdin, stdout, stderr)
 	case "render":
 		return render(ctx, args[1:], stdin, stdout, stderr)
 	default:
@@ -75,6 +85,33 @@ func render(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	inv, err := cli.Load(ctx, paths, stdin)
 	if err == nil {
 		err = cli.Render(inv, *node, stdout, stderr)
+	}
+	return report(stderr, err)
+}
+
+func plan(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var paths files
+	fs.Var(&paths, "f", "file or directory of CrawlerVMs, Nodes and ContentionProfiles; - for standard input; repeatable")
+	format := fs.String("o", "table", "output format: table or json")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitInvalid
+	}
+	if len(paths) == 0 || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "isochronctl plan: need -f PATH, and no other arguments")
+		return exitInvalid
+	}
+	if *format != "table" && *format != "json" {
+		fmt.Fprintf(stderr, "isochronctl plan: -o %s: the output format is table or json\n", *format)
+		return exitInvalid
+	}
+	inv, err := cli.Load(ctx, paths, stdin)
+	if err == nil {
+		err = cli.WritePlan(inv, *format, stdout)
 	}
 	return report(stderr, err)
 }

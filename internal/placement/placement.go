@@ -17,7 +17,9 @@ package placement
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -142,6 +144,12 @@ type Planner struct {
 	used      []usage
 	residents [][]Resident // per node
 	where     map[string]int
+	index     map[string]int // node name -> position in nodes
+	// class numbers the distinct Params of the nodes: a crawler has one size per class.
+	class   []int
+	classes int
+	// cpuManager is set for the nodes labelled CPUManagerLabel=true.
+	cpuManager []bool
 }
 
 // NewPlanner starts from nodes and the crawlers already on them.
@@ -150,12 +158,23 @@ func NewPlanner(nodes []Node, residents []Resident) *Planner {
 	sort.Slice(p.nodes, func(i, j int) bool { return p.nodes[i].Name < p.nodes[j].Name })
 	p.used = make([]usage, len(p.nodes))
 	p.residents = make([][]Resident, len(p.nodes))
-	index := make(map[string]int, len(p.nodes))
+	p.index = make(map[string]int, len(p.nodes))
+	p.class = make([]int, len(p.nodes))
+	p.cpuManager = make([]bool, len(p.nodes))
+	classOf := map[model.Params]int{}
 	for i, n := range p.nodes {
-		index[n.Name] = i
+		p.index[n.Name] = i
+		p.cpuManager[i] = n.Labels[CPUManagerLabel] == "true"
+		c, ok := classOf[n.Params]
+		if !ok {
+			c = len(classOf)
+			classOf[n.Params] = c
+		}
+		p.class[i] = c
 	}
+	p.classes = len(classOf)
 	for _, r := range residents {
-		if i, ok := index[r.Node]; ok {
+		if i, ok := p.index[r.Node]; ok {
 			p.add(i, r)
 		}
 	}
@@ -174,11 +193,8 @@ func (p *Planner) Commit(req Request, d Decision) {
 		return
 	}
 	p.forget(req.Key)
-	for i := range p.nodes {
-		if p.nodes[i].Name == d.Node {
-			p.add(i, Resident{Key: req.Key, Node: d.Node, Sizing: d.Sizing, Workload: Workload(req.Key, req.Spec, d.Sizing)})
-			return
-		}
+	if i, ok := p.index[d.Node]; ok {
+		p.add(i, Resident{Key: req.Key, Node: d.Node, Sizing: d.Sizing, Workload: Workload(req.Key, req.Spec, d.Sizing)})
 	}
 }
 
@@ -205,21 +221,159 @@ func Place(req Request, nodes []Node, residents []Resident) Decision {
 }
 
 type candidate struct {
-	i    int
-	s    sizing.Result
+	i int
+	s sizing.Result
+	// w is the crawler as the model sees it at size s.
+	w    *model.Workload
 	free int64
+	// current is set when the candidate is the node the crawler is on now.
+	current bool
+}
+
+// candidates recycles Place's candidate lists: one per node and decision would otherwise
+// be most of what a plan allocates outside the model.
+var candidates = sync.Pool{New: func() any { return new([]candidate) }}
+
+// sized is a crawler's size on one node class, and its workload at that size, computed
+// once per decision.
+type sized struct {
+	done bool
+	s    sizing.Result
+	w    model.Workload
+	err  error
 }
 
 // Place chooses a node for req; it does not record the decision (see Commit).
+//
+// It runs in two passes. The first decides without building any message: constraints,
+// one sizing per node class, capacity, then predictions in the policy's order until a
+// candidate fits. Only when none does, the second pass (explain) says why, node by node.
 func (p *Planner) Place(req Request) Decision {
 	self := -1
 	if i, ok := p.where[req.Key]; ok {
 		self = i
 	}
+	var sel labels.Selector
+	if len(req.NodeSelector) > 0 {
+		sel = labels.SelectorFromSet(req.NodeSelector)
+	}
+	dedicated := req.Spec.CPUPlacement != isov1.CPUPlacementShared
+	sizes := make([]sized, p.classes)
+	var firstSize *sizing.Result
+	buf := candidates.Get().(*[]candidate)
+	defer candidates.Put(buf)
+	cands := (*buf)[:0]
+	defer func() { *buf = cands[:0] }()
+	for i := range p.nodes {
+		n := &p.nodes[i]
+		if n.Unschedulable || (dedicated && !p.cpuManager[i]) ||
+			(sel != nil && !sel.Matches(labels.Set(n.Labels))) || !tolerated(n.Taints, req.Tolerations) {
+			continue // constraints(req, n) != ""
+		}
+		sz := &sizes[p.class[i]]
+		if !sz.done {
+			sz.s, sz.err = sizing.Size(req.Spec, n.Params)
+			sz.w = Workload(req.Key, req.Spec, sz.s)
+			sz.done = true
+		}
+		if sz.err != nil {
+			continue
+		}
+		if firstSize == nil {
+			firstSize = &sz.s
+		}
+		u := p.used[i]
+		if i == self {
+			u.remove(p.ownSizing(i, req.Key))
+		}
+		if short, _ := shortfall(n, &u, sz.s); short != shortNone {
+			continue
+		}
+		u.add(sz.s)
+		cands = append(cands, candidate{
+			i: i, s: sz.s, w: &sz.w, free: n.CPUMilli - n.HeldExclusiveMilli - u.exclusiveMilli - u.sharedMilli,
+			current: req.Current != "" && n.Name == req.Current,
+		})
+	}
+	// The policy's order: the current node first, then by free CPUs (fewest for pack,
+	// most for spread), then by name, which is the nodes' order. It is total, so taking
+	// candidates off a heap visits them exactly as a full sort would, without sorting
+	// the thousand candidates of which the first few usually fit.
+	spread := req.Policy == isov1.PlacementPolicySpread
+	order := candidateHeap{cands: cands, less: func(a, b *candidate) bool {
+		if a.current != b.current {
+			return a.current
+		}
+		if a.free != b.free {
+			if spread {
+				return a.free > b.free
+			}
+			return a.free < b.free
+		}
+		return a.i < b.i
+	}}
+	order.init()
+	var rejected []rejectedCandidate
+	for len(order.cands) > 0 {
+		d, r := p.predict(req, order.pop())
+		if r == nil {
+			return d
+		}
+		rejected = append(rejected, *r)
+	}
+	d := Decision{Reason: p.explain(req, self, rejected)}
+	if firstSize != nil {
+		d.Sizing = *firstSize
+	} else if s, err := sizing.Size(req.Spec, model.Params{}); err == nil {
+		d.Sizing = s // no candidate class: the size on the built-in profile
+	}
+	return d
+}
+
+// candidateHeap is a binary min-heap of candidates under less.
+type candidateHeap struct {
+	cands []candidate
+	less  func(a, b *candidate) bool
+}
+
+func (h *candidateHeap) init() {
+	for i := len(h.cands)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+func (h *candidateHeap) pop() candidate {
+	top := h.cands[0]
+	last := len(h.cands) - 1
+	h.cands[0] = h.cands[last]
+	h.cands = h.cands[:last]
+	h.down(0)
+	return top
+}
+
+func (h *candidateHeap) down(i int) {
+	c := h.cands
+	for {
+		least, l, r := i, 2*i+1, 2*i+2
+		if l < len(c) && h.less(&c[l], &c[least]) {
+			least = l
+		}
+		if r < len(c) && h.less(&c[r], &c[least]) {
+			least = r
+		}
+		if least == i {
+			return
+		}
+		c[i], c[least] = c[least], c[i]
+		i = least
+	}
+}
+
+// explain is why req fits no node: each node's binding constraint, grouped. rejected are
+// the candidates the model turned down, with their predictions.
+func (p *Planner) explain(req Request, self int, rejected []rejectedCandidate) string {
 	rejections := map[string][]string{}
 	reject := func(node, reason string) { rejections[reason] = append(rejections[reason], node) }
-	var cands []candidate
-	var firstSize *sizing.Result
 	for i := range p.nodes {
 		n := &p.nodes[i]
 		if reason := constraints(req, n); reason != "" {
@@ -231,47 +385,18 @@ func (p *Planner) Place(req Request) Decision {
 			reject(n.Name, err.Error())
 			continue
 		}
-		if firstSize == nil {
-			firstSize = &s
-		}
 		u := p.used[i]
 		if i == self {
 			u.remove(p.ownSizing(i, req.Key))
 		}
 		if reason := capacity(n, &u, s); reason != "" {
 			reject(n.Name, reason)
-			continue
 		}
-		u.add(s)
-		cands = append(cands, candidate{i: i, s: s, free: n.CPUMilli - n.HeldExclusiveMilli - u.exclusiveMilli - u.sharedMilli})
 	}
-	sort.SliceStable(cands, func(a, b int) bool {
-		ca, cb := cands[a], cands[b]
-		if cur := req.Current; cur != "" && (p.nodes[ca.i].Name == cur) != (p.nodes[cb.i].Name == cur) {
-			return p.nodes[ca.i].Name == cur
-		}
-		if ca.free != cb.free {
-			if req.Policy == isov1.PlacementPolicySpread {
-				return ca.free > cb.free
-			}
-			return ca.free < cb.free
-		}
-		return p.nodes[ca.i].Name < p.nodes[cb.i].Name
-	})
-	for _, c := range cands {
-		d, reason := p.predict(req, c)
-		if reason == "" {
-			return d
-		}
-		reject(p.nodes[c.i].Name, reason)
+	for _, r := range rejected {
+		reject(p.nodes[r.i].Name, overBudget(req.Key, r.ws, r.preds))
 	}
-	d := Decision{Reason: explain(len(p.nodes), rejections)}
-	if firstSize != nil {
-		d.Sizing = *firstSize
-	} else if s, err := sizing.Size(req.Spec, model.Params{}); err == nil {
-		d.Sizing = s // no candidate class: the size on the built-in profile
-	}
-	return d
+	return explain(len(p.nodes), rejections)
 }
 
 func (p *Planner) ownSizing(i int, key string) sizing.Result {
@@ -283,8 +408,15 @@ func (p *Planner) ownSizing(i int, key string) sizing.Result {
 	return sizing.Result{}
 }
 
-// predict runs the model on candidate c with req added; reason is why it does not fit.
-func (p *Planner) predict(req Request, c candidate) (Decision, string) {
+// rejectedCandidate is a candidate on which the model predicts some crawler over budget.
+type rejectedCandidate struct {
+	i     int
+	ws    []model.Workload
+	preds []model.Prediction
+}
+
+// predict runs the model on candidate c with req added; r is set when it does not fit.
+func (p *Planner) predict(req Request, c candidate) (Decision, *rejectedCandidate) {
 	n := &p.nodes[c.i]
 	ws := make([]model.Workload, 0, len(p.residents[c.i])+1)
 	for _, r := range p.residents[c.i] {
@@ -292,28 +424,37 @@ func (p *Planner) predict(req Request, c candidate) (Decision, string) {
 			ws = append(ws, r.Workload)
 		}
 	}
-	ws = append(ws, Workload(req.Key, req.Spec, c.s))
+	ws = append(ws, *c.w)
 	preds := model.Evaluate(model.Node{CPUs: n.CapacityCPUs, Params: n.Params}, ws)
+	for _, pr := range preds {
+		if !pr.Within {
+			return Decision{}, &rejectedCandidate{i: c.i, ws: ws, preds: preds}
+		}
+	}
 	d := Decision{Node: n.Name, Sizing: c.s, FreeCPUMilli: c.free}
-	var over []string
 	for _, pr := range preds {
 		if pr.Key == req.Key {
 			d.Predicted, d.Cause = pr.Error, pr.Cause
 		} else {
 			d.Neighbours = append(d.Neighbours, pr)
 		}
+	}
+	return d, nil
+}
+
+// overBudget says which crawlers the predictions put over budget.
+func overBudget(key string, ws []model.Workload, preds []model.Prediction) string {
+	var over []string
+	for _, pr := range preds {
 		if !pr.Within {
 			who := "neighbour " + pr.Key
-			if pr.Key == req.Key {
+			if pr.Key == key {
 				who = "itself"
 			}
-			over = append(over, fmt.Sprintf("%s predicted %s (%s) over its %s tolerance", who, fmtDur(pr.Error), pr.Cause, fmtDur(toleranceOf(ws, pr.Key))))
+			over = append(over, who+" predicted "+fmtDur(pr.Error)+" ("+pr.Cause+") over its "+fmtDur(toleranceOf(ws, pr.Key))+" tolerance")
 		}
 	}
-	if len(over) > 0 {
-		return Decision{}, strings.Join(over, ", ")
-	}
-	return d, ""
+	return strings.Join(over, ", ")
 }
 
 func toleranceOf(ws []model.Workload, key string) time.Duration {
@@ -342,23 +483,70 @@ func constraints(req Request, n *Node) string {
 
 // capacity returns which resource of n cannot hold s on top of u, or "".
 func capacity(n *Node, u *usage, s sizing.Result) string {
+	switch short, free := shortfall(n, u, s); short {
+	case shortCPU:
+		if s.Dedicated() {
+			return fmt.Sprintf("needs %d exclusive CPUs, %s free", s.HostCPUs, cpus(free))
+		}
+		return fmt.Sprintf("needs %s CPU, %s free", cpus(s.CPURequestMilli), cpus(free))
+	case shortHugepages:
+		return fmt.Sprintf("needs %s of 2Mi hugepages, %s free", mib(s.HugepagesBytes), mib(free))
+	case shortMemory:
+		return fmt.Sprintf("needs %s of memory, %s free", mib(s.MemoryBytes), mib(free))
+	}
+	return ""
+}
+
+type short int
+
+const (
+	shortNone short = iota
+	shortCPU
+	shortHugepages
+	shortMemory
+)
+
+// shortfall is the first resource of n that cannot hold s on top of u, and what is free
+// of it; capacity says it in words.
+func shortfall(n *Node, u *usage, s sizing.Result) (short, int64) {
 	// Exclusive CPUs come out of the shared pool, so shared requests count too.
 	free := n.CPUMilli - n.HeldExclusiveMilli - u.exclusiveMilli - u.sharedMilli
 	if s.Dedicated() {
 		if need := int64(s.HostCPUs) * 1000; need > free {
-			return fmt.Sprintf("needs %d exclusive CPUs, %s free", s.HostCPUs, cpus(free))
+			return shortCPU, free
 		}
 	} else if s.CPURequestMilli > free {
-		return fmt.Sprintf("needs %s CPU, %s free", cpus(s.CPURequestMilli), cpus(free))
+		return shortCPU, free
 	}
 	if free := n.HugepagesBytes - u.hugepages; s.HugepagesBytes > free {
-		return fmt.Sprintf("needs %s of 2Mi hugepages, %s free", mib(s.HugepagesBytes), mib(free))
+		return shortHugepages, free
 	}
 	// Memory backed by hugepages is accounted there, not in the node's memory.
 	if free := n.MemoryBytes - (u.memory - u.hugepages); s.HugepagesBytes == 0 && s.MemoryBytes > free {
-		return fmt.Sprintf("needs %s of memory, %s free", mib(s.MemoryBytes), mib(free))
+		return shortMemory, free
 	}
-	return ""
+	return shortNone, 0
+}
+
+// tolerated reports whether tolerations tolerate every taint that keeps pods off.
+func tolerated(taints []corev1.Taint, tolerations []corev1.Toleration) bool {
+	for i := range taints {
+		t := &taints[i]
+		if t.Effect == corev1.TaintEffectPreferNoSchedule {
+			continue
+		}
+		ok := false
+		for j := range tolerations {
+			if tolerations[j].ToleratesTaint(t) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 func untolerated(taints []corev1.Taint, tolerations []corev1.Toleration) string {
@@ -416,12 +604,13 @@ func fmtDur(d time.Duration) string {
 	if d >= model.Unbounded {
 		return "unbounded"
 	}
+	g3 := func(x float64) string { return strconv.FormatFloat(x, 'g', 3, 64) } // fmt's %.3g
 	switch {
 	case d >= time.Second:
-		return fmt.Sprintf("%.3gs", d.Seconds())
+		return g3(d.Seconds()) + "s"
 	case d >= time.Millisecond:
-		return fmt.Sprintf("%.3gms", float64(d)/float64(time.Millisecond))
+		return g3(float64(d)/float64(time.Millisecond)) + "ms"
 	default:
-		return fmt.Sprintf("%.3gus", float64(d)/float64(time.Microsecond))
+		return g3(float64(d)/float64(time.Microsecond)) + "us"
 	}
 }
