@@ -78,7 +78,7 @@ func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, s
 	}
 	if held == nil || held.Node != d.Node {
 		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.ReasonPlaced, "Placed on node %s with %d vCPUs (%d exclusive CPUs), predicted interval error %s",
-			d.Node, want.VCPUs, want.HostCPUs, d.Predicted)
+			d.Node, want.VCPUs, want.HostCPUs, d.Predicted.Round(time.Microsecond))
 	}
 	cvm.Status.Sizing = want.Status()
 	cvm.Status.Placement = placementStatus(cvm, d.Node, d.Predicted)
@@ -88,7 +88,7 @@ func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, s
 	}
 	setCondition(cvm, isov1.ConditionPlaced, true, isov1.ReasonPlaced,
 		fmt.Sprintf("node %s holds %s; predicted interval error %s (%s) within %s; %s CPU left there",
-			d.Node, holds, d.Predicted, d.Cause, cvm.Spec.ErrorBudget.Tolerance.Duration, milliString(d.FreeCPUMilli)))
+			d.Node, holds, d.Predicted.Round(time.Microsecond), d.Cause, cvm.Spec.ErrorBudget.Tolerance.Duration, milliString(d.FreeCPUMilli)))
 	// Persist the reservation before the next decision may read it.
 	return false, st.persist(ctx, cvm)
 }

@@ -11,7 +11,9 @@
 // the most; a crawler already on a node that still fits stays there; names break ties, so
 // the same input always gives the same node. Candidates are predicted in the policy's
 // order and the first that fits wins, so a decision costs one prediction in the common
-// case and one per candidate only when nothing fits.
+// case and one per candidate only when nothing fits. A crawler is sized once per node
+// class (distinct Params), not per node, and the messages of Reason are built only when
+// nothing fits (docs/contention-model.md, "Performance").
 package placement
 
 import (
@@ -314,8 +316,9 @@ func (p *Planner) Place(req Request) Decision {
 	}}
 	order.init()
 	var rejected []rejectedCandidate
+	var scratch []model.Workload
 	for len(order.cands) > 0 {
-		d, r := p.predict(req, order.pop())
+		d, r := p.predict(req, order.pop(), &scratch)
 		if r == nil {
 			return d
 		}
@@ -394,7 +397,8 @@ func (p *Planner) explain(req Request, self int, rejected []rejectedCandidate) s
 		}
 	}
 	for _, r := range rejected {
-		reject(p.nodes[r.i].Name, overBudget(req.Key, r.ws, r.preds))
+		ws := p.workloads(make([]model.Workload, 0, len(p.residents[r.c.i])+1), req, r.c)
+		reject(p.nodes[r.c.i].Name, overBudget(req.Key, ws, r.preds))
 	}
 	return explain(len(p.nodes), rejections)
 }
@@ -410,25 +414,30 @@ func (p *Planner) ownSizing(i int, key string) sizing.Result {
 
 // rejectedCandidate is a candidate on which the model predicts some crawler over budget.
 type rejectedCandidate struct {
-	i     int
-	ws    []model.Workload
+	c     candidate
 	preds []model.Prediction
 }
 
-// predict runs the model on candidate c with req added; r is set when it does not fit.
-func (p *Planner) predict(req Request, c candidate) (Decision, *rejectedCandidate) {
-	n := &p.nodes[c.i]
-	ws := make([]model.Workload, 0, len(p.residents[c.i])+1)
+// workloads are the crawlers on candidate c with req added, appended to buf[:0].
+func (p *Planner) workloads(buf []model.Workload, req Request, c candidate) []model.Workload {
+	buf = buf[:0]
 	for _, r := range p.residents[c.i] {
 		if r.Key != req.Key {
-			ws = append(ws, r.Workload)
+			buf = append(buf, r.Workload)
 		}
 	}
-	ws = append(ws, *c.w)
-	preds := model.Evaluate(model.Node{CPUs: n.CapacityCPUs, Params: n.Params}, ws)
+	return append(buf, *c.w)
+}
+
+// predict runs the model on candidate c with req added; r is set when it does not fit.
+// scratch holds the workloads between calls.
+func (p *Planner) predict(req Request, c candidate, scratch *[]model.Workload) (Decision, *rejectedCandidate) {
+	n := &p.nodes[c.i]
+	*scratch = p.workloads(*scratch, req, c)
+	preds := model.Evaluate(model.Node{CPUs: n.CapacityCPUs, Params: n.Params}, *scratch)
 	for _, pr := range preds {
 		if !pr.Within {
-			return Decision{}, &rejectedCandidate{i: c.i, ws: ws, preds: preds}
+			return Decision{}, &rejectedCandidate{c: c, preds: preds}
 		}
 	}
 	d := Decision{Node: n.Name, Sizing: c.s, FreeCPUMilli: c.free}

@@ -1,0 +1,273 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"isochron.io/isochron/internal/inventory"
+	"isochron.io/isochron/internal/model"
+	"isochron.io/isochron/internal/placement"
+	"isochron.io/isochron/internal/sizing"
+)
+
+// Result is a plan: where each crawler goes and what each node holds afterwards. Its
+// JSON form (WriteJSON) is a contract for pipelines; add keys only with a new version.
+type Result struct {
+	// Crawlers are every CrawlerVM of the input, in namespace/name order.
+	Crawlers []CrawlerPlan `json:"crawlers"`
+	// Nodes are every Node of the input, by name, including empty ones.
+	Nodes []NodePlan `json:"nodes"`
+}
+
+// CrawlerPlan is one crawler's outcome.
+type CrawlerPlan struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Placed is false when no node fits; Reason then says why.
+	Placed bool `json:"placed"`
+	// Node is the chosen node, "" when not placed.
+	Node string `json:"node"`
+	// VCPUs and HostCPUs are the crawler's size (HostCPUs 0: shared CPUs); for an
+	// unplaced crawler, its size on the first node that passed its constraints.
+	VCPUs    int32 `json:"vcpus"`
+	HostCPUs int32 `json:"hostCPUs"`
+	// PredictedErrorMs is the predicted interval error at the crawler's objective, in
+	// milliseconds to 3 decimals, with every crawler of the plan in place; 0 when not
+	// placed.
+	PredictedErrorMs float64 `json:"predictedErrorMs"`
+	// ToleranceMs is the crawler's budget, spec.errorBudget.tolerance, in milliseconds.
+	ToleranceMs float64 `json:"toleranceMs"`
+	// Reason is why nothing fits, "" when placed.
+	Reason string `json:"reason"`
+
+	// cause is the dominant term of the prediction, for the table.
+	cause string
+}
+
+// Key is namespace/name.
+func (c CrawlerPlan) Key() string { return c.Namespace + "/" + c.Name }
+
+// NodePlan is one node after the plan.
+type NodePlan struct {
+	Name string `json:"name"`
+	// CPUAllocatable is the node's allocatable CPUs.
+	CPUAllocatable float64 `json:"cpuAllocatable"`
+	// CPUUsed is what the plan's crawlers take of it: the exclusive host CPUs of dedicated
+	// crawlers plus the CPU requests of shared ones.
+	CPUUsed float64 `json:"cpuUsed"`
+	// Crawlers are the namespace/name of the crawlers placed there, sorted; never null.
+	Crawlers []string `json:"crawlers"`
+	// WorstPredictedErrorMs is the largest PredictedErrorMs among them, 0 for none.
+	WorstPredictedErrorMs float64 `json:"worstPredictedErrorMs"`
+}
+
+// Unplaced returns the crawlers that have no node.
+func (r Result) Unplaced() []CrawlerPlan {
+	var out []CrawlerPlan
+	for _, c := range r.Crawlers {
+		if !c.Placed {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// CheckPlanInput reports input that cannot be planned: no Node, or a CrawlerVM given twice.
+func CheckPlanInput(inv *Inventory) error {
+	var problems []string
+	if len(inv.Nodes) == 0 {
+		problems = append(problems, "no Node in the input: include the cluster's Nodes (kubectl get nodes -o yaml > nodes.yaml, then -f nodes.yaml)")
+	}
+	for i := 1; i < len(inv.CrawlerVMs); i++ { // sorted: duplicates are adjacent
+		if k := key(inv.CrawlerVMs[i]); k == key(inv.CrawlerVMs[i-1]) {
+			problems = append(problems, fmt.Sprintf("CrawlerVM %s appears more than once in the input", k))
+		}
+	}
+	for i := 1; i < len(inv.Nodes); i++ {
+		if n := inv.Nodes[i].Name; n == inv.Nodes[i-1].Name {
+			problems = append(problems, fmt.Sprintf("Node %s appears more than once in the input", n))
+		}
+	}
+	if len(problems) > 0 {
+		return &InputError{Problems: problems}
+	}
+	return nil
+}
+
+// Plan places every CrawlerVM of inv on its Nodes, from scratch and in namespace/name
+// order, as the operator would on a fresh cluster: the status of the CrawlerVMs (a node
+// they are on now) is ignored. Once all are placed, each node is predicted again with
+// its final crawlers, so every figure is the one the crawler would see with the whole
+// plan applied. Check the input with CheckPlanInput first.
+func Plan(inv *Inventory) Result {
+	nodes := inv.PlacementNodes()
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	index := make(map[string]int, len(nodes))
+	for i, n := range nodes {
+		index[n.Name] = i
+	}
+	on := make([][]model.Workload, len(nodes)) // final residents per node
+	usedMilli := make([]int64, len(nodes))
+	planner := placement.NewPlanner(nodes, nil)
+	res := Result{Crawlers: make([]CrawlerPlan, 0, len(inv.CrawlerVMs)), Nodes: make([]NodePlan, len(nodes))}
+	for _, c := range inv.CrawlerVMs {
+		req := inventory.Request(c)
+		req.Current = "" // from scratch
+		d := planner.Place(req)
+		cp := CrawlerPlan{
+			Namespace:   c.Namespace,
+			Name:        c.Name,
+			VCPUs:       d.Sizing.VCPUs,
+			HostCPUs:    d.Sizing.HostCPUs,
+			ToleranceMs: ms(c.Spec.ErrorBudget.Tolerance.Duration),
+			Reason:      d.Reason,
+		}
+		if d.Placed() {
+			planner.Commit(req, d)
+			i := index[d.Node]
+			on[i] = append(on[i], placement.Workload(req.Key, req.Spec, d.Sizing))
+			usedMilli[i] += cpuMilli(d.Sizing)
+			cp.Placed, cp.Node = true, d.Node
+		}
+		res.Crawlers = append(res.Crawlers, cp)
+	}
+
+	// The final predictions, node by node.
+	final := make(map[string]model.Prediction, len(inv.CrawlerVMs))
+	for i := range nodes {
+		n := &nodes[i]
+		np := NodePlan{
+			Name:           n.Name,
+			CPUAllocatable: round3(float64(n.CPUMilli) / 1000),
+			CPUUsed:        round3(float64(usedMilli[i]) / 1000),
+			Crawlers:       make([]string, 0, len(on[i])),
+		}
+		if len(on[i]) > 0 {
+			for _, p := range model.Evaluate(model.Node{CPUs: n.CapacityCPUs, Params: n.Params}, on[i]) {
+				final[p.Key] = p
+				np.Crawlers = append(np.Crawlers, p.Key) // Evaluate sorts by key
+				np.WorstPredictedErrorMs = math.Max(np.WorstPredictedErrorMs, ms(p.Error))
+			}
+		}
+		res.Nodes[i] = np
+	}
+	for i := range res.Crawlers {
+		c := &res.Crawlers[i]
+		if p, ok := final[c.Key()]; ok && c.Placed {
+			c.PredictedErrorMs, c.cause = ms(p.Error), p.Cause
+		}
+	}
+	return res
+}
+
+// cpuMilli is what a crawler of size s takes of a node's allocatable CPUs.
+func cpuMilli(s sizing.Result) int64 {
+	if s.Dedicated() {
+		return int64(s.HostCPUs) * 1000
+	}
+	return s.CPURequestMilli
+}
+
+func ms(d time.Duration) float64 { return round3(float64(d) / float64(time.Millisecond)) }
+
+func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
+
+// WriteJSON writes r as indented JSON, the pipeline contract.
+func WriteJSON(w io.Writer, r Result) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteTable writes r for people: the crawlers, the nodes, and in full the reason each
+// unplaced crawler has no node.
+func WriteTable(w io.Writer, r Result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CRAWLER\tNODE\tVCPUS\tHOST CPUS\tPREDICTED\tTOLERANCE\tDOMINANT TERM")
+	for _, c := range r.Crawlers {
+		node, predicted, cause := c.Node, msText(c.PredictedErrorMs), c.cause
+		if !c.Placed {
+			node, predicted, cause = "-", "-", "not placed (see below)"
+		}
+		host := strconv.Itoa(int(c.HostCPUs))
+		if c.HostCPUs == 0 {
+			host = "shared"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", c.Key(), node, c.VCPUs, host, predicted, msText(c.ToleranceMs), cause)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tCPU USED\tCRAWLERS\tWORST PREDICTED")
+	for _, n := range r.Nodes {
+		worst := "-"
+		if len(n.Crawlers) > 0 {
+			worst = msText(n.WorstPredictedErrorMs)
+		}
+		fmt.Fprintf(tw, "%s\t%s/%s CPUs\t%d\t%s\n", n.Name, num(n.CPUUsed), num(n.CPUAllocatable), len(n.Crawlers), worst)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	unplaced := r.Unplaced()
+	placed := len(r.Crawlers) - len(unplaced)
+	fmt.Fprintf(w, "\n%d of %d crawlers placed", placed, len(r.Crawlers))
+	if len(unplaced) == 0 {
+		_, err := fmt.Fprintln(w, ".")
+		return err
+	}
+	fmt.Fprintln(w, "; not placed:")
+	for _, c := range unplaced {
+		fmt.Fprintf(w, "  %s: %s\n", c.Key(), c.Reason)
+	}
+	return nil
+}
+
+func num(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
+
+func msText(x float64) string {
+	if x >= ms(model.Unbounded) {
+		return "unbounded"
+	}
+	return num(x) + "ms"
+}
+
+// WritePlan checks inv, plans it and writes the plan as format ("table" or "json"). It
+// returns a *NotPlacedError naming the crawlers that have no node (their reasons are in
+// the output).
+func WritePlan(inv *Inventory, format string, w io.Writer) error {
+	if err := CheckPlanInput(inv); err != nil {
+		return err
+	}
+	r := Plan(inv)
+	var err error
+	switch format {
+	case "json":
+		err = WriteJSON(w, r)
+	case "table":
+		err = WriteTable(w, r)
+	default:
+		return &InputError{Problems: []string{fmt.Sprintf("-o %s: the output format is table or json", format)}}
+	}
+	if err != nil {
+		return err
+	}
+	if unplaced := r.Unplaced(); len(unplaced) > 0 {
+		keys := make([]string, len(unplaced))
+		for i, c := range unplaced {
+			keys[i] = c.Key()
+		}
+		return &NotPlacedError{Problems: []string{fmt.Sprintf("%d of %d crawlers not placed (reasons in the plan): %s",
+			len(unplaced), len(r.Crawlers), strings.Join(keys, ", "))}}
+	}
+	return nil
+}
