@@ -43,7 +43,15 @@ func newNICState(p Params, ws []Workload) nicState {
 	s := nicState{
 		capacity: float64(p.NICCapacityBitsPerSecond),
 		linkRate: float64(p.LinkRateBitsPerSecond),
-		figures:  make([]nicFigures, len(ws)),
+	}
+	for i := range ws {
+		if ws[i].NIC != nil {
+			s.figures = make([]nicFigures, len(ws))
+			break
+		}
+	}
+	if s.figures == nil {
+		return s // no RT-NIC on the node: nothing to schedule (and nothing to allocate)
 	}
 	type flow struct {
 		idx           int
@@ -94,6 +102,9 @@ func newNICState(p Params, ws []Workload) nicState {
 }
 
 func (s *nicState) flow(i int) nicFigures {
+	if s.figures == nil {
+		return nicFigures{feasible: true, cause: CauseNICDeadline}
+	}
 	f := s.figures[i]
 	if !f.has {
 		f.feasible, f.cause = true, CauseNICDeadline

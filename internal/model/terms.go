@@ -51,19 +51,27 @@ func newNodeState(n Node, ws []Workload) *nodeState {
 		s.poolCPUs -= p.HostReservedCPUs
 	}
 	s.dedicatedOver = s.poolCPUs < 0
-	count := map[float64]float64{}
+	// Group the runnable entities by busy probability (a few distinct values per node;
+	// a linear search beats a map at these sizes and allocates nothing more).
+	addEntities := func(u, n float64) {
+		for i := range s.entities {
+			if s.entities[i].util == u {
+				s.entities[i].count += n
+				s.runnable += n
+				return
+			}
+		}
+		s.entities = append(s.entities, group{util: u, count: n})
+		s.runnable += n
+	}
 	for i := range ws {
 		w := &ws[i]
 		if !w.Dedicated && w.VCPUs > 0 {
-			count[vcpuUtil(w, p)] += float64(w.VCPUs)
+			addEntities(vcpuUtil(w, p), float64(w.VCPUs))
 		}
 	}
 	if !p.HostIOIsolated {
-		count[s.ioUtil] += math.Ceil(p.HostReservedCPUs)
-	}
-	for u, n := range count {
-		s.entities = append(s.entities, group{util: u, count: n})
-		s.runnable += n
+		addEntities(s.ioUtil, math.Ceil(p.HostReservedCPUs))
 	}
 	sort.Slice(s.entities, func(i, j int) bool { return s.entities[i].util > s.entities[j].util })
 	s.nic = newNICState(p, ws)

@@ -152,7 +152,20 @@ type Planner struct {
 	classes int
 	// cpuManager is set for the nodes labelled CPUManagerLabel=true.
 	cpuManager []bool
+	// pushedOver remembers, per node and until its crawlers change, the dedicated
+	// crawlers without an RT-NIC that the model refused there because they would push a
+	// neighbour over budget. A neighbour's prediction depends on such a crawler only
+	// through its request rate (the host I/O load) and its exclusive CPUs (the shared
+	// pool), and never falls as either grows; so a crawler at least as large in both is
+	// refused there too, without predicting again. With pack, the fullest nodes come
+	// first and refuse most crawlers; this keeps a decision from predicting them all.
+	pushedOver [][]footprint
 }
+
+// footprint is what a dedicated crawler without an RT-NIC weighs on its neighbours.
+type footprint struct{ rps, hostCPUs int32 }
+
+func (f footprint) covers(g footprint) bool { return f.rps >= g.rps && f.hostCPUs >= g.hostCPUs }
 
 // NewPlanner starts from nodes and the crawlers already on them.
 func NewPlanner(nodes []Node, residents []Resident) *Planner {
@@ -160,6 +173,7 @@ func NewPlanner(nodes []Node, residents []Resident) *Planner {
 	sort.Slice(p.nodes, func(i, j int) bool { return p.nodes[i].Name < p.nodes[j].Name })
 	p.used = make([]usage, len(p.nodes))
 	p.residents = make([][]Resident, len(p.nodes))
+	p.pushedOver = make([][]footprint, len(p.nodes))
 	p.index = make(map[string]int, len(p.nodes))
 	p.class = make([]int, len(p.nodes))
 	p.cpuManager = make([]bool, len(p.nodes))
@@ -184,6 +198,7 @@ func NewPlanner(nodes []Node, residents []Resident) *Planner {
 }
 
 func (p *Planner) add(i int, r Resident) {
+	p.pushedOver[i] = p.pushedOver[i][:0]
 	p.used[i].add(r.Sizing)
 	p.residents[i] = append(p.residents[i], r)
 	p.where[r.Key] = i
@@ -207,6 +222,7 @@ func (p *Planner) forget(key string) {
 		return
 	}
 	rs := p.residents[i]
+	p.pushedOver[i] = p.pushedOver[i][:0]
 	for j := range rs {
 		if rs[j].Key == key {
 			p.used[i].remove(rs[j].Sizing)
@@ -317,10 +333,20 @@ func (p *Planner) Place(req Request) Decision {
 	order.init()
 	var rejected []rejectedCandidate
 	var scratch []model.Workload
+	plain := dedicated && req.Spec.RTNIC == nil
 	for len(order.cands) > 0 {
-		d, r := p.predict(req, order.pop(), &scratch)
+		c := order.pop()
+		fp := footprint{rps: req.Spec.RPS, hostCPUs: c.s.HostCPUs}
+		if plain && c.i != self && p.pushes(c.i, fp) {
+			rejected = append(rejected, rejectedCandidate{c: c})
+			continue
+		}
+		d, r := p.predict(req, c, &scratch)
 		if r == nil {
 			return d
+		}
+		if plain && c.i != self && onlyNeighbours(req.Key, r.preds) {
+			p.pushedOver[c.i] = append(p.pushedOver[c.i], fp)
 		}
 		rejected = append(rejected, *r)
 	}
@@ -398,6 +424,10 @@ func (p *Planner) explain(req Request, self int, rejected []rejectedCandidate) s
 	}
 	for _, r := range rejected {
 		ws := p.workloads(make([]model.Workload, 0, len(p.residents[r.c.i])+1), req, r.c)
+		if r.preds == nil { // skipped by pushedOver: predict now, to name the neighbour
+			n := &p.nodes[r.c.i]
+			r.preds = model.Evaluate(model.Node{CPUs: n.CapacityCPUs, Params: n.Params}, ws)
+		}
 		reject(p.nodes[r.c.i].Name, overBudget(req.Key, ws, r.preds))
 	}
 	return explain(len(p.nodes), rejections)
@@ -451,6 +481,27 @@ func (p *Planner) predict(req Request, c candidate, scratch *[]model.Workload) (
 	return d, nil
 }
 
+// pushes reports whether a crawler of footprint fp is known to push a neighbour on node
+// i over budget (see Planner.pushedOver).
+func (p *Planner) pushes(i int, fp footprint) bool {
+	for _, f := range p.pushedOver[i] {
+		if fp.covers(f) {
+			return true
+		}
+	}
+	return false
+}
+
+// onlyNeighbours reports whether every crawler over budget is a neighbour of key.
+func onlyNeighbours(key string, preds []model.Prediction) bool {
+	for _, pr := range preds {
+		if !pr.Within && pr.Key == key {
+			return false
+		}
+	}
+	return true
+}
+
 // overBudget says which crawlers the predictions put over budget.
 func overBudget(key string, ws []model.Workload, preds []model.Prediction) string {
 	var over []string
@@ -462,6 +513,9 @@ func overBudget(key string, ws []model.Workload, preds []model.Prediction) strin
 			}
 			over = append(over, who+" predicted "+fmtDur(pr.Error)+" ("+pr.Cause+") over its "+fmtDur(toleranceOf(ws, pr.Key))+" tolerance")
 		}
+	}
+	if len(over) > 2 {
+		return fmt.Sprintf("%s, %s and %d more over budget", over[0], over[1], len(over)-2)
 	}
 	return strings.Join(over, ", ")
 }
@@ -578,23 +632,39 @@ func untolerated(taints []corev1.Taint, tolerations []corev1.Toleration) string 
 	return ""
 }
 
+// explain says why no node fits: the reasons shared by most nodes first, at most
+// maxReasons of them (a condition message is for people, and the API bounds its size).
 func explain(total int, rejections map[string][]string) string {
 	if total == 0 {
 		return "no nodes"
 	}
+	const maxReasons = 8
 	reasons := make([]string, 0, len(rejections))
 	for r := range rejections {
 		reasons = append(reasons, r)
 	}
-	sort.Strings(reasons)
-	parts := make([]string, 0, len(reasons))
-	for _, r := range reasons {
+	sort.Slice(reasons, func(i, j int) bool {
+		if a, b := len(rejections[reasons[i]]), len(rejections[reasons[j]]); a != b {
+			return a > b
+		}
+		return reasons[i] < reasons[j]
+	})
+	parts := make([]string, 0, min(len(reasons), maxReasons)+1)
+	rest := 0
+	for i, r := range reasons {
+		if i >= maxReasons {
+			rest += len(rejections[r])
+			continue
+		}
 		ns := rejections[r]
 		sort.Strings(ns)
 		if len(ns) > 5 {
 			ns = append(ns[:5:5], fmt.Sprintf("and %d more", len(rejections[r])-5))
 		}
 		parts = append(parts, fmt.Sprintf("%s: %s", strings.Join(ns, ", "), r))
+	}
+	if rest > 0 {
+		parts = append(parts, fmt.Sprintf("%d more nodes for other reasons", rest))
 	}
 	return fmt.Sprintf("0/%d nodes fit: %s", total, strings.Join(parts, "; "))
 }

@@ -238,3 +238,29 @@ func TestPlaceIsDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// The planner's memory of refusals (pushedOver) only saves predictions: a long-lived
+// planner decides exactly as a fresh one built from the same crawlers.
+func TestLongLivedPlannerDecidesAsAFreshOne(t *testing.T) {
+	nodes := []Node{rtNode("a", 64), rtNode("b", 34), rtNode("c", 18), rtNode("d", 64)}
+	long := NewPlanner(nodes, nil)
+	var residents []Resident
+	for i := 0; i < 300; i++ {
+		sp := spec(int32(100+(i*389)%2900), func(s *isov1.CrawlerVMSpec) {
+			if i%5 == 0 {
+				s.CPUPlacement = isov1.CPUPlacementShared
+				s.ErrorBudget.Tolerance.Duration = 50 * time.Millisecond
+			}
+		})
+		req := Request{Key: fmt.Sprintf("bms/c%03d", i), Spec: sp}
+		got := long.Place(req)
+		want := NewPlanner(nodes, residents).Place(req)
+		if got.Node != want.Node || got.Reason != want.Reason {
+			t.Fatalf("crawler %d: long-lived planner chose %q (%s), a fresh one %q (%s)", i, got.Node, got.Reason, want.Node, want.Reason)
+		}
+		if got.Placed() {
+			long.Commit(req, got)
+			residents = append(residents, Resident{Key: req.Key, Node: got.Node, Sizing: got.Sizing, Workload: Workload(req.Key, sp, got.Sizing)})
+		}
+	}
+}
