@@ -81,6 +81,7 @@ func benchInventory(crawlers, nodes int, light bool) *Inventory {
 				"kubernetes.io/hostname": fmt.Sprintf("node-%04d", i),
 				"isochron.io/node-class": c.name,
 				"kubevirt.io/cpumanager": "true",
+				"kubevirt.io/realtime":   "true",
 			},
 		}}
 		n.Status.Capacity = corev1.ResourceList{

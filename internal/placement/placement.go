@@ -36,6 +36,11 @@ import (
 // sets it and schedules dedicated-CPU VMIs only there.
 const CPUManagerLabel = "kubevirt.io/cpumanager"
 
+// RealtimeLabel marks nodes that can run realtime guests; KubeVirt's node labeller sets
+// it and virt-controller requires it of every VMI with spec.domain.cpu.realtime, which
+// isochron sets for dedicated crawlers.
+const RealtimeLabel = "kubevirt.io/realtime"
+
 // Node is what placement needs to know of a node.
 type Node struct {
 	Name   string
@@ -150,7 +155,8 @@ type Planner struct {
 	// class numbers the distinct Params of the nodes: a crawler has one size per class.
 	class   []int
 	classes int
-	// cpuManager is set for the nodes labelled CPUManagerLabel=true.
+	// cpuManager is set for the nodes that can host a dedicated crawler: labelled
+	// CPUManagerLabel=true and RealtimeLabel=true.
 	cpuManager []bool
 	// pushedOver remembers, per node and until its crawlers change, the dedicated
 	// crawlers without an RT-NIC that the model refused there because they would push a
@@ -180,7 +186,7 @@ func NewPlanner(nodes []Node, residents []Resident) *Planner {
 	classOf := map[model.Params]int{}
 	for i, n := range p.nodes {
 		p.index[n.Name] = i
-		p.cpuManager[i] = n.Labels[CPUManagerLabel] == "true"
+		p.cpuManager[i] = n.Labels[CPUManagerLabel] == "true" && n.Labels[RealtimeLabel] == "true"
 		c, ok := classOf[n.Params]
 		if !ok {
 			c = len(classOf)
@@ -540,6 +546,8 @@ func constraints(req Request, n *Node) string {
 		return fmt.Sprintf("taint %s not tolerated by spec.placement.tolerations", untolerated(n.Taints, req.Tolerations))
 	case req.Spec.CPUPlacement != isov1.CPUPlacementShared && n.Labels[CPUManagerLabel] != "true":
 		return fmt.Sprintf("no static CPU Manager (label %s=true) for cpuPlacement dedicated", CPUManagerLabel)
+	case req.Spec.CPUPlacement != isov1.CPUPlacementShared && n.Labels[RealtimeLabel] != "true":
+		return fmt.Sprintf("no realtime support (label %s=true) for the realtime guest of cpuPlacement dedicated", RealtimeLabel)
 	}
 	return ""
 }

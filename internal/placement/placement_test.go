@@ -23,7 +23,7 @@ const gi = int64(1) << 30
 func rtNode(name string, cpus int64) Node {
 	return Node{
 		Name:           name,
-		Labels:         map[string]string{CPUManagerLabel: "true", "kubernetes.io/hostname": name},
+		Labels:         map[string]string{CPUManagerLabel: "true", RealtimeLabel: "true", "kubernetes.io/hostname": name},
 		CPUMilli:       (cpus - 2) * 1000,
 		MemoryBytes:    64 * gi,
 		HugepagesBytes: 16 * gi,
@@ -116,6 +116,15 @@ func TestPlace(t *testing.T) {
 			req:    Request{Key: "bms/new", Spec: spec(100)},
 			nodes:  []Node{{Name: "plain", CPUMilli: 8000, CapacityCPUs: 8, MemoryBytes: 8 * gi, HugepagesBytes: 8 * gi}},
 			reason: "plain: no static CPU Manager",
+		},
+		"dedicated needs KubeVirt's realtime label": {
+			req: Request{Key: "bms/new", Spec: spec(100)},
+			nodes: func() []Node {
+				n := rtNode("no-rt", 10)
+				delete(n.Labels, RealtimeLabel)
+				return []Node{n}
+			}(),
+			reason: "no-rt: no realtime support (label kubevirt.io/realtime=true)",
 		},
 		"shared runs without the CPU Manager label": {
 			req:   Request{Key: "bms/new", Spec: spec(50, shared, func(s *isov1.CrawlerVMSpec) { s.ErrorBudget.Tolerance.Duration = 100 * time.Millisecond })},

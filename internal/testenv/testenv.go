@@ -128,11 +128,12 @@ func startGarbageCollector(env *envtest.Environment) (func(), error) {
 	}, nil
 }
 
-// RTNode is a Node as the kubelet of an RT node reports it: static CPU Manager label,
+// RTNode is a Node as the kubelet and KubeVirt's labeller of an RT node report it: static
+// CPU Manager and realtime labels,
 // cpus CPUs of which 2 are reserved for the host, 2Mi hugepages.
 func RTNode(name string, cpus int64, labels ...string) *corev1.Node {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-		placement.CPUManagerLabel: "true", "kubernetes.io/hostname": name,
+		placement.CPUManagerLabel: "true", placement.RealtimeLabel: "true", "kubernetes.io/hostname": name,
 	}}}
 	for i := 0; i+1 < len(labels); i += 2 {
 		n.Labels[labels[i]] = labels[i+1]
