@@ -123,6 +123,13 @@ func (r *CrawlerVMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			})).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.unplaced),
 			builder.WithPredicates(nodeCapacityChanged)).
+		// A Guaranteed pod leaving frees the exclusive CPUs it held.
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.unplaced),
+			builder.WithPredicates(predicate.Funcs{
+				CreateFunc:  func(event.CreateEvent) bool { return false },
+				UpdateFunc:  func(event.UpdateEvent) bool { return false },
+				GenericFunc: func(event.GenericEvent) bool { return false },
+			})).
 		// A crawler arriving on or leaving a node changes its neighbours' predictions.
 		Watches(&isov1.CrawlerVM{}, handler.Funcs{UpdateFunc: r.neighboursOnMove}).
 		// A changed profile changes every prediction on the nodes it selects.
