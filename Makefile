@@ -74,7 +74,8 @@ test: vet verify-generated test-unit test-integration test-admission ## Run ever
 ##@ Demo
 
 .PHONY: demo
-demo: build $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd ## Start a local control plane, run the operator on the samples, print what it decided.
+demo: $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd ## Start a local control plane, run the operator on the samples, print what it decided.
+	$(GO) build -o $(LOCALBIN)/manager ./cmd/manager
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) run ./hack/demo --bin $(LOCALBIN)
 
 ##@ Build
