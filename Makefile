@@ -57,8 +57,8 @@ verify-generated: manifests generate ## Regenerate; under CI (CI=true) fail if t
 	fi
 
 .PHONY: test-unit
-test-unit: ## Run the unit tests of the pure core, the CLI and the configs (no API server).
-	$(GO) test ./internal/... ./api/... ./cmd/...
+test-unit: ## Run the unit tests of the pure core, the CLIs and the probes (no API server).
+	$(GO) test ./internal/... ./api/... ./cmd/... ./probes/...
 
 .PHONY: test-integration
 test-integration: envtest-bins ## Run the operator against a real kube-apiserver and etcd (envtest) with the real CRDs.
@@ -81,9 +81,10 @@ demo: $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd ## Start a local c
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager and isochronctl into bin/.
+build: ## Build the manager, isochronctl and rtprobe (static) into bin/.
 	$(GO) build -o $(LOCALBIN)/manager ./cmd/manager
 	$(GO) build -o $(LOCALBIN)/isochronctl ./cmd/isochronctl
+	CGO_ENABLED=0 $(GO) build -o $(LOCALBIN)/rtprobe ./cmd/rtprobe
 
 ##@ Deployment
 
@@ -113,3 +114,5 @@ $(KUSTOMIZE):
 include hack/make/kube.mk
 include hack/make/kubevirt.mk
 include hack/make/multus.mk
+include hack/make/probes.mk
+include hack/make/probes-interval.mk

@@ -1,0 +1,215 @@
+/*
+Copyright 2026 The isochron Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"isochron.io/isochron/probes/crawl"
+	"isochron.io/isochron/probes/gateway"
+	"isochron.io/isochron/probes/rtt"
+)
+
+// These loopback tests run each subcommand for about 300 ms and check counts
+// only: latency figures depend on the machine and are never asserted.
+
+// freeAddr returns a loopback address that was free a moment ago.
+func freeAddr(t *testing.T, network string) string {
+	t.Helper()
+	var addr string
+	switch network {
+	case "tcp":
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr = ln.Addr().String()
+		ln.Close()
+	default:
+		c, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr = c.LocalAddr().String()
+		c.Close()
+	}
+	return addr
+}
+
+// lockedBuffer is a bytes.Buffer safe to write from a subcommand's goroutine.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// lastJSON decodes the last line of out into v.
+func lastJSON(t *testing.T, out string, v any) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), v); err != nil {
+		t.Fatalf("last line of stdout is not the JSON result: %v\n%s", err, out)
+	}
+}
+
+// background runs a subcommand until the returned stop is called; stop
+// returns its exit code.
+func background(args []string, stdout, stderr *lockedBuffer) (stop func() int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	code := make(chan int, 1)
+	go func() { code <- run(ctx, args, stdout, stderr) }()
+	return func() int { cancel(); return <-code }
+}
+
+func TestGatewayAndCrawlOnLoopback(t *testing.T) {
+	addr := freeAddr(t, "tcp")
+	var gwOut, gwErr lockedBuffer
+	stop := background([]string{"gateway", "--listen", addr, "--delay", "1ms", "--period", "100ms", "--json"}, &gwOut, &gwErr)
+	defer func() {
+		if stop != nil {
+			stop()
+		}
+	}()
+	waitFor(t, func() bool {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	})
+
+	// 200 rps over a 100 ms period: 20 points, 3 requests each in 300 ms.
+	var crawlOut, crawlErr lockedBuffer
+	code := run(context.Background(), []string{"crawl", "--target", "http://" + addr + "/", "--rps", "200",
+		"--period", "100ms", "--duration", "300ms", "--conns", "8", "--json"}, &crawlOut, &crawlErr)
+	if code != 0 {
+		t.Fatalf("crawl exited %d: %s", code, crawlErr.String())
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("gateway exited %d: %s", code, gwErr.String())
+	}
+	stop = nil
+
+	var c crawl.Result
+	lastJSON(t, crawlOut.String(), &c)
+	if c.Points != 20 || c.Scheduled != 60 || c.Sent != 60 || c.Errors != 0 {
+		t.Errorf("crawl: points %d scheduled %d sent %d errors %d, want 20, 60, 60, 0", c.Points, c.Scheduled, c.Sent, c.Errors)
+	}
+	if c.SendLateness.Count != 60 || c.ResponseTime.Count != 60 {
+		t.Errorf("crawl: %d lateness and %d response samples, want 60 each", c.SendLateness.Count, c.ResponseTime.Count)
+	}
+	var g gateway.Result
+	lastJSON(t, gwOut.String(), &g)
+	if g.Metric != "interval-error" || g.Requests != 60 || g.Points != 20 {
+		t.Errorf("gateway: metric %q requests %d points %d, want interval-error, 60, 20", g.Metric, g.Requests, g.Points)
+	}
+	// Every arrival after a point's first is an interval or a duplicate,
+	// and each gives one interval-error sample.
+	if g.Intervals+g.Duplicates != 40 || g.Count != 40 {
+		t.Errorf("gateway: intervals %d + duplicates %d, %d samples; want 40 and 40", g.Intervals, g.Duplicates, g.Count)
+	}
+}
+
+func TestRTTOnLoopback(t *testing.T) {
+	addr := freeAddr(t, "udp")
+	var srvOut, srvErr lockedBuffer
+	stop := background([]string{"rtt", "--serve", addr}, &srvOut, &srvErr)
+	defer stop()
+	waitFor(t, func() bool { return echoes(addr) })
+
+	var out, errOut lockedBuffer
+	code := run(context.Background(), []string{"rtt", "--target", addr, "--rate", "200", "--deadline", "5ms",
+		"--duration", "300ms", "--json"}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("rtt exited %d: %s", code, errOut.String())
+	}
+	var r rtt.Result
+	lastJSON(t, out.String(), &r)
+	if r.Metric != "rtt" || r.Sent != 60 || r.Lost != 0 || r.Count != 60 {
+		t.Errorf("rtt: metric %q sent %d lost %d answered %d, want rtt, 60, 0, 60", r.Metric, r.Sent, r.Lost, r.Count)
+	}
+	if r.Misses == nil || r.DeadlineUs == nil || *r.DeadlineUs != 5000 {
+		t.Fatalf("rtt: misses %v deadlineUs %v, want both set, deadline 5000", r.Misses, r.DeadlineUs)
+	}
+	if *r.Misses > r.Sent/2 {
+		t.Errorf("rtt: %d of %d probes missed the 5 ms deadline on loopback", *r.Misses, r.Sent)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for name, args := range map[string][]string{
+		"gateway without --listen":    {"gateway"},
+		"crawl without --target":      {"crawl", "--duration", "1s"},
+		"crawl without --duration":    {"crawl", "--target", "http://127.0.0.1:1/"},
+		"rtt with neither":            {"rtt"},
+		"rtt with --serve and target": {"rtt", "--serve", "127.0.0.1:0", "--target", "127.0.0.1:1"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var out, errOut lockedBuffer
+			if code := run(context.Background(), args, &out, &errOut); code != exitUsage {
+				t.Errorf("exit %d, want %d; stderr: %s", code, exitUsage, errOut.String())
+			}
+		})
+	}
+}
+
+// echoes reports whether a UDP echo server answers on addr.
+func echoes(addr string) bool {
+	c, err := net.Dial("udp", addr)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(50 * time.Millisecond))
+	if _, err := c.Write([]byte("ping")); err != nil {
+		return false
+	}
+	buf := make([]byte, 16)
+	n, err := c.Read(buf)
+	return err == nil && string(buf[:n]) == "ping"
+}
+
+// waitFor polls ready for up to 5 s.
+func waitFor(t *testing.T, ready func() bool) {
+	t.Helper()
+	for range 100 {
+		if ready() {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("server did not come up within 5 s")
+}

@@ -1,0 +1,206 @@
+/*
+Copyright 2026 The isochron Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package gateway is the BMS crawler study's building gateway: an HTTP server
+// that stamps each request's arrival, identifies the point from ?point=ID,
+// answers after an emulated WAN delay and computes each point's
+// measurement-interval error (see package interval).
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"isochron.io/isochron/probes/interval"
+	"isochron.io/isochron/probes/stats"
+)
+
+// Metric is the summary's metric name.
+const Metric = "interval-error"
+
+// Config configures a Gateway.
+type Config struct {
+	// Delay is the emulated one-way WAN delay; the answer is sent after it.
+	Delay time.Duration
+	// Period is each point's request period.
+	Period time.Duration
+	// Log, if set, receives one line per request: "unix_us point".
+	Log io.Writer
+	// Now returns the time; time.Now if nil.
+	Now func() time.Time
+}
+
+// Gateway records interval errors. Its Handler is safe for concurrent use.
+type Gateway struct {
+	cfg Config
+
+	mu       sync.Mutex
+	tracker  *interval.Tracker
+	rec      *stats.Recorder
+	requests int64
+	log      *bufio.Writer
+
+	registry  *prometheus.Registry
+	histogram prometheus.Histogram
+	counter   prometheus.Counter
+}
+
+// New returns a Gateway for cfg. Period must be positive.
+func New(cfg Config) (*Gateway, error) {
+	if cfg.Period <= 0 {
+		return nil, fmt.Errorf("gateway: --period must be positive, got %s", cfg.Period)
+	}
+	if cfg.Delay < 0 {
+		return nil, fmt.Errorf("gateway: --delay must not be negative, got %s", cfg.Delay)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	g := &Gateway{
+		cfg:     cfg,
+		tracker: interval.NewTracker(cfg.Period.Microseconds()),
+		rec:     stats.NewRecorder(),
+		histogram: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "rtprobe_gateway_interval_error_seconds",
+			Help:    "Measurement-interval error |actual interval - period| of each point's requests.",
+			Buckets: prometheus.ExponentialBuckets(10e-6, 2, 20), // 10 us .. ~5 s
+		}),
+		counter: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rtprobe_gateway_requests_total",
+			Help: "Requests the gateway received.",
+		}),
+		registry: prometheus.NewRegistry(),
+	}
+	g.registry.MustRegister(g.histogram, g.counter)
+	if cfg.Log != nil {
+		g.log = bufio.NewWriterSize(cfg.Log, 64<<10)
+	}
+	return g, nil
+}
+
+// Handler serves the gateway at / and its Prometheus metrics at /metrics.
+func (g *Gateway) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/", g.serve)
+	return mux
+}
+
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
+	// Stamp first, before the query or the body is looked at.
+	at := g.cfg.Now().UnixMicro()
+	point := r.URL.Query().Get("point")
+	if point == "" {
+		http.Error(w, "missing ?point=ID", http.StatusBadRequest)
+		return
+	}
+	g.Observe(point, at)
+	_, _ = io.Copy(io.Discard, r.Body)
+	if g.cfg.Delay > 0 {
+		// Each request runs in its own goroutine: sleeping here delays only
+		// this answer.
+		time.Sleep(g.cfg.Delay)
+	}
+	w.Header().Set("Content-Type", "text/plain")
+	_, _ = io.WriteString(w, point+"\n")
+}
+
+// Observe counts one arrival of point at atUs (Unix microseconds).
+func (g *Gateway) Observe(point string, atUs int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.requests++
+	g.counter.Inc()
+	if g.log != nil {
+		var buf [64]byte
+		b := strconv.AppendInt(buf[:0], atUs, 10)
+		b = append(b, ' ')
+		_, _ = g.log.Write(b)
+		_, _ = g.log.WriteString(point)
+		_ = g.log.WriteByte('\n')
+	}
+	o := g.tracker.Observe(point, atUs)
+	if o.Kind == interval.First {
+		return
+	}
+	g.rec.Record(o.ErrorUs)
+	g.histogram.Observe(float64(o.ErrorUs) / 1e6)
+}
+
+// Result is what the gateway measured.
+type Result struct {
+	stats.Summary
+	Requests int64 `json:"requests"`
+	interval.Counts
+}
+
+// Result returns the summary so far and flushes the log.
+func (g *Gateway) Result() (Result, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var err error
+	if g.log != nil {
+		err = g.log.Flush()
+	}
+	return Result{Summary: g.rec.Summary(Metric), Requests: g.requests, Counts: g.tracker.Counts()}, err
+}
+
+// Human returns the result as readable text.
+func (r Result) Human() string {
+	return fmt.Sprintf("%s\nrequests %d, points %d, intervals %d, missing %d, duplicates %d.",
+		r.Summary.Human(), r.Requests, r.Points, r.Intervals, r.Missing, r.Duplicates)
+}
+
+// JSON returns the result as one line of JSON: the summary's keys plus the counts.
+func (r Result) JSON() string {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return r.Summary.JSON()
+	}
+	return string(b)
+}
+
+// Serve serves the gateway on ln until ctx is done, then shuts the server
+// down, letting answers in flight finish for up to a second plus the delay.
+func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("serving gateway on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), time.Second+g.cfg.Delay)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("shutting down gateway: %w", err)
+	}
+	<-done
+	return nil
+}
