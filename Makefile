@@ -74,11 +74,11 @@ test: vet verify-generated test-unit test-integration test-admission ## Run ever
 ##@ Demo
 
 .PHONY: demo
-# -trimpath, as the Kubernetes binaries are built: the packages they share with the
+# Static and -trimpath, as the Kubernetes binaries are built: the packages they share with the
 # manager (k8s.io/api, apimachinery, client-go...) then come from Go's build cache.
 demo: $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd ## Start a local control plane, run the operator on the samples, print what it decided.
-	$(GO) build -trimpath -o $(LOCALBIN)/manager ./cmd/manager
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) run -trimpath ./hack/demo --bin $(LOCALBIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(LOCALBIN)/manager ./cmd/manager
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) CGO_ENABLED=0 $(GO) run -trimpath ./hack/demo --bin $(LOCALBIN)
 
 ##@ Build
 
