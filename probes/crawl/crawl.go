@@ -40,6 +40,7 @@ import (
 	"sync"
 	"time"
 
+	"isochron.io/isochron/probes/monoclock"
 	"isochron.io/isochron/probes/stats"
 )
 
@@ -202,16 +203,16 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	// Scheduled instants as Go times (for lateness) and as CLOCK_MONOTONIC
 	// readings (for the absolute sleeps), from one starting point.
 	start := time.Now().Add(10 * time.Millisecond) // let the workers start
-	startMono := monoNow() + int64(10*time.Millisecond)
+	startMono := monoclock.Now() + int64(10*time.Millisecond)
 	var scheduled int64
 loop:
 	for j := int64(0); j < total; j++ {
 		off := sched.Offset(j)
-		for monoNow() < startMono+int64(off) {
+		for monoclock.Now() < startMono+int64(off) {
 			if ctx.Err() != nil {
 				break loop
 			}
-			sleepUntil(startMono+int64(off), 100*time.Millisecond)
+			monoclock.SleepUntil(startMono+int64(off), 100*time.Millisecond)
 		}
 		at := start.Add(off)
 		select {

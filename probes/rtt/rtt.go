@@ -32,6 +32,7 @@ import (
 	"sync"
 	"time"
 
+	"isochron.io/isochron/probes/monoclock"
 	"isochron.io/isochron/probes/stats"
 )
 
@@ -216,15 +217,15 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 
 	var sent int64
 	buf := make([]byte, PacketSize)
-	startMono := monoNow()
+	startMono := monoclock.Now()
 loop:
 	for seq := int64(0); seq < n; seq++ {
 		at := startMono + int64(time.Duration(seq)*step)
-		for monoNow() < at {
+		for monoclock.Now() < at {
 			if ctx.Err() != nil {
 				break loop
 			}
-			sleepUntil(at, 100*time.Millisecond)
+			monoclock.SleepUntil(at, 100*time.Millisecond)
 		}
 		Encode(buf, uint64(seq), time.Since(start).Nanoseconds())
 		// A probe that could not be written is lost, not forgotten.

@@ -16,16 +16,16 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package rtt
+package monoclock
 
 import "time"
 
 var epoch = time.Now()
 
-// monoNow returns a monotonic reading in nanoseconds.
-func monoNow() int64 { return int64(time.Since(epoch)) }
+// Now returns a monotonic reading in nanoseconds.
+func Now() int64 { return int64(time.Since(epoch)) }
 
-// sleepUntil sleeps until monoNow reaches atNs, or for at most max.
-func sleepUntil(atNs int64, max time.Duration) {
-	time.Sleep(min(time.Duration(atNs-monoNow()), max))
+// SleepUntil sleeps until monoNow reaches atNs, or for at most max.
+func SleepUntil(atNs int64, max time.Duration) {
+	time.Sleep(min(time.Duration(atNs-Now()), max))
 }

@@ -16,7 +16,9 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package crawl
+// Package monoclock reads CLOCK_MONOTONIC and sleeps to an absolute instant on it, for
+// the probes whose schedules need better than the Go timer's millisecond wake-ups.
+package monoclock
 
 import (
 	"time"
@@ -24,20 +26,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// monoNow returns CLOCK_MONOTONIC in nanoseconds, the clock Go's monotonic
+// Now returns CLOCK_MONOTONIC in nanoseconds, the clock Go's monotonic
 // time readings use on Linux.
-func monoNow() int64 {
+func Now() int64 {
 	var ts unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	return ts.Nano()
 }
 
-// sleepUntil sleeps until CLOCK_MONOTONIC reaches atNs, or for at most max,
+// SleepUntil sleeps until CLOCK_MONOTONIC reaches atNs, or for at most max,
 // with an absolute clock_nanosleep: the Go timer's wake-ups are about a
 // millisecond coarse, too coarse for a 1 ms schedule. It blocks the OS
 // thread; the runtime hands the goroutine's P to others meanwhile.
-func sleepUntil(atNs int64, max time.Duration) {
-	if limit := monoNow() + int64(max); atNs > limit {
+func SleepUntil(atNs int64, max time.Duration) {
+	if limit := Now() + int64(max); atNs > limit {
 		atNs = limit
 	}
 	ts := unix.NsecToTimespec(atNs)
