@@ -171,6 +171,9 @@ func (inv *Inventory) add(ctx context.Context, v validators, where string, j []b
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, c); err != nil {
 			return []string{fmt.Sprintf("%s: %v", name, err)}
 		}
+		// The input is what users apply; status is the operator's. Dropping it makes render
+		// and plan decide alike, from scratch, whatever `kubectl get -o yaml` left in.
+		c.Status = isov1.CrawlerVMStatus{}
 		inv.CrawlerVMs = append(inv.CrawlerVMs, c)
 	case apiVersion == isov1.GroupVersion.String() && kind == "ContentionProfile":
 		name := fmt.Sprintf("%s: ContentionProfile %v", where, obj["metadata"])
