@@ -91,11 +91,11 @@ build: ## Build the manager, isochronctl and rtprobe (static) into bin/.
 ##@ Deployment
 
 .PHONY: install
-install: $(KUSTOMIZE) ## Install the CRD into the cluster of the current kubeconfig.
+install: $(KUSTOMIZE) ## Install the CRDs (CrawlerVM, ContentionProfile) into the cluster of the current kubeconfig.
 	$(KUSTOMIZE) build config/crd | kubectl apply --server-side -f -
 
 .PHONY: deploy
-deploy: $(KUSTOMIZE) ## Install CRD, RBAC and manager (config/default) into the current cluster.
+deploy: $(KUSTOMIZE) ## Install CRDs, RBAC and manager (config/default) into the current cluster.
 	$(KUSTOMIZE) build config/default | kubectl apply --server-side -f -
 
 .PHONY: undeploy
