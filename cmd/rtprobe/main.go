@@ -130,8 +130,8 @@ func usageError(fs *flag.FlagSet, msg error) int {
 	return exitUsage
 }
 
-// report prints s: as one JSON line when asJSON, else as the human paragraph.
-func report(stdout io.Writer, asJSON bool, s stats.Summary) {
+// printSummary prints s: as one JSON line when asJSON, else as the human paragraph.
+func printSummary(stdout io.Writer, asJSON bool, s stats.Summary) {
 	if asJSON {
 		fmt.Fprintln(stdout, s.JSON())
 		return

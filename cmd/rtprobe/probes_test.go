@@ -22,6 +22,8 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -29,6 +31,7 @@ import (
 
 	"isochron.io/isochron/probes/crawl"
 	"isochron.io/isochron/probes/gateway"
+	"isochron.io/isochron/probes/report"
 	"isochron.io/isochron/probes/rtt"
 )
 
@@ -212,4 +215,95 @@ func waitFor(t *testing.T, ready func() bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatal("server did not come up within 5 s")
+}
+
+func TestSLOReportsGatewayAndRoundTrips(t *testing.T) {
+	echo := freeAddr(t, "udp")
+	var srvOut, srvErr lockedBuffer
+	stopEcho := background([]string{"rtt", "--serve", echo}, &srvOut, &srvErr)
+	defer stopEcho()
+	waitFor(t, func() bool { return echoes(echo) })
+
+	gw := freeAddr(t, "tcp")
+	path := filepath.Join(t.TempDir(), "termination-log")
+	var out, errOut lockedBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run(context.Background(), []string{"slo", "--listen", gw, "--period", "100ms", "--delay", "0s",
+			"--objective", "99.9", "--duration", "1500ms", "--rtt-target", echo, "--rtt-rate", "200",
+			"--rtt-deadline", "5ms", "--report", path, "--json"}, &out, &errOut)
+	}()
+	waitFor(t, func() bool {
+		resp, err := http.Get("http://" + gw + "/metrics")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	})
+	var crawlOut, crawlErr lockedBuffer
+	if c := run(context.Background(), []string{"crawl", "--target", "http://" + gw + "/", "--rps", "200",
+		"--period", "100ms", "--duration", "300ms", "--json"}, &crawlOut, &crawlErr); c != 0 {
+		t.Fatalf("crawl exited %d: %s", c, crawlErr.String())
+	}
+	if c := <-code; c != 0 {
+		t.Fatalf("slo exited %d: %s", c, errOut.String())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := report.Parse(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Interrupted || rep.Error != "" || rep.Objective != 99.9 || !rep.End.After(rep.Start) {
+		t.Errorf("report: interrupted %v error %q objective %g start %s end %s", rep.Interrupted, rep.Error, rep.Objective, rep.Start, rep.End)
+	}
+	if rep.Interval == nil || rep.Interval.Requests != 60 || rep.Interval.Points != 20 || rep.Interval.AtObjective == nil {
+		t.Errorf("interval part %+v: want 60 requests from 20 points and an atObjective figure", rep.Interval)
+	}
+	// 200/s for 1.5 s.
+	if rep.RTT == nil || rep.RTT.Sent != 300 || rep.RTT.Lost != 0 || rep.RTT.AtObjective == nil || rep.RTTTarget != echo {
+		t.Errorf("rtt part %+v (target %q): want 300 sent, none lost, an atObjective figure, target %s", rep.RTT, rep.RTTTarget, echo)
+	}
+	// stdout's last line is the same report.
+	var again report.Report
+	lastJSON(t, out.String(), &again)
+	if again.Interval == nil || again.Interval.Requests != rep.Interval.Requests {
+		t.Errorf("stdout report differs from --report: %+v", again.Interval)
+	}
+}
+
+func TestSLOFailuresAreReportedAndExitNonZero(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	t.Run("address in use", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "termination-log")
+		var out, errOut lockedBuffer
+		if c := run(context.Background(), []string{"slo", "--listen", busy.Addr().String(), "--duration", "1s", "--report", path}, &out, &errOut); c != exitError {
+			t.Fatalf("exit %d, want %d", c, exitError)
+		}
+		b, _ := os.ReadFile(path)
+		rep, err := report.Parse(string(b))
+		if err != nil || !strings.Contains(rep.Error, "listening on --listen") {
+			t.Errorf("report %+v (%v): want the listen error", rep, err)
+		}
+	})
+	t.Run("interrupted", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "termination-log")
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // as SIGTERM from the kubelet at the Job's deadline
+		var out, errOut lockedBuffer
+		if c := run(ctx, []string{"slo", "--listen", "127.0.0.1:0", "--duration", "1h", "--report", path}, &out, &errOut); c != exitError {
+			t.Fatalf("exit %d, want %d", c, exitError)
+		}
+		b, _ := os.ReadFile(path)
+		rep, err := report.Parse(string(b))
+		if err != nil || !rep.Interrupted {
+			t.Errorf("report %+v (%v): want interrupted", rep, err)
+		}
+	})
 }

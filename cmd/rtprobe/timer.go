@@ -60,7 +60,7 @@ func runTimer(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if res.Skipped > 0 {
 		fmt.Fprintf(stderr, "rtprobe timer: %d periods skipped after wake-ups later than the next target\n", res.Skipped)
 	}
-	report(stdout, *asJSON, res.Latency.Summary(timer.Metric))
+	printSummary(stdout, *asJSON, res.Latency.Summary(timer.Metric))
 	if res.Interrupted {
 		fmt.Fprintf(stderr, "rtprobe timer: interrupted after %d of %d wake-ups\n", res.Latency.Count(), cfg.ExpectedSamples())
 		return exitError

@@ -49,6 +49,9 @@ type Config struct {
 	Delay time.Duration
 	// Period is each point's request period.
 	Period time.Duration
+	// Objective, if > 0, is a percentile (for example 99.999) whose interval error the
+	// result also reports as atObjective.
+	Objective float64
 	// Log, if set, receives one line per request: "unix_us point".
 	Log io.Writer
 	// Now returns the time; time.Now if nil.
@@ -74,6 +77,9 @@ type Gateway struct {
 func New(cfg Config) (*Gateway, error) {
 	if cfg.Period <= 0 {
 		return nil, fmt.Errorf("gateway: --period must be positive, got %s", cfg.Period)
+	}
+	if cfg.Objective < 0 || cfg.Objective > 100 {
+		return nil, fmt.Errorf("gateway: --objective must be a percentile in (0, 100], got %g", cfg.Objective)
 	}
 	if cfg.Delay < 0 {
 		return nil, fmt.Errorf("gateway: --delay must not be negative, got %s", cfg.Delay)
@@ -157,6 +163,9 @@ type Result struct {
 	stats.Summary
 	Requests int64 `json:"requests"`
 	interval.Counts
+	// AtObjective is the interval error at Config.Objective, in microseconds (absent
+	// without an objective).
+	AtObjective *float64 `json:"atObjective,omitempty"`
 }
 
 // Result returns the summary so far and flushes the log.
@@ -167,7 +176,12 @@ func (g *Gateway) Result() (Result, error) {
 	if g.log != nil {
 		err = g.log.Flush()
 	}
-	return Result{Summary: g.rec.Summary(Metric), Requests: g.requests, Counts: g.tracker.Counts()}, err
+	res := Result{Summary: g.rec.Summary(Metric), Requests: g.requests, Counts: g.tracker.Counts()}
+	if g.cfg.Objective > 0 {
+		v := g.rec.Quantile(g.cfg.Objective)
+		res.AtObjective = &v
+	}
+	return res, err
 }
 
 // Human returns the result as readable text.

@@ -114,6 +114,9 @@ type Result struct {
 	Lost       int64 `json:"lost"`
 	Late       int64 `json:"late"`
 	Duplicates int64 `json:"duplicates"`
+	// AtObjective is the round trip at Config.Objective among the answered probes, in
+	// microseconds (absent without an objective). Lost probes are in Misses, not here.
+	AtObjective *float64 `json:"atObjective,omitempty"`
 }
 
 // Result returns the figures for sent probes; Misses = late + lost.
@@ -143,6 +146,8 @@ type Config struct {
 	Rate     float64 // probes per second
 	Deadline time.Duration
 	Duration time.Duration
+	// Objective, if > 0, is a percentile whose round trip the result also reports.
+	Objective float64
 }
 
 // Serve echoes every datagram on conn until ctx is done.
@@ -171,6 +176,9 @@ func Serve(ctx context.Context, conn net.PacketConn) error {
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Rate <= 0 || cfg.Duration <= 0 || cfg.Deadline <= 0 {
 		return Result{}, fmt.Errorf("--rate, --duration and --deadline must be positive (got %g, %s, %s)", cfg.Rate, cfg.Duration, cfg.Deadline)
+	}
+	if cfg.Objective < 0 || cfg.Objective > 100 {
+		return Result{}, fmt.Errorf("--objective must be a percentile in (0, 100], got %g", cfg.Objective)
 	}
 	conn, err := net.Dial("udp", cfg.Target)
 	if err != nil {
@@ -247,7 +255,12 @@ loop:
 		_ = conn.SetReadDeadline(time.Unix(1, 0))
 		<-answers
 	}
-	return tally.Result(sent), nil
+	res := tally.Result(sent)
+	if cfg.Objective > 0 {
+		v := tally.rec.Quantile(cfg.Objective)
+		res.AtObjective = &v
+	}
+	return res, nil
 }
 
 func jsonLine(v any) string {

@@ -74,6 +74,15 @@ func (r *Recorder) Merge(o *Recorder) {
 	r.max = max(r.max, o.max)
 }
 
+// Quantile returns the value at percentile p (0 < p <= 100) in microseconds, with the
+// histogram's precision and clamped into [min, max]; 0 when nothing was recorded.
+func (r *Recorder) Quantile(p float64) float64 {
+	if r.Count() == 0 {
+		return 0
+	}
+	return float64(max(r.min, min(r.max, r.h.ValueAtQuantile(p))))
+}
+
 // Summary is the result of one rtprobe measurement. Latencies are in microseconds.
 type Summary struct {
 	Metric     string   `json:"metric"`
@@ -96,10 +105,7 @@ func (r *Recorder) Summary(metric string) Summary {
 	if s.Count == 0 {
 		return s
 	}
-	q := func(p float64) float64 {
-		v := r.h.ValueAtQuantile(p)
-		return float64(max(r.min, min(r.max, v)))
-	}
+	q := r.Quantile
 	s.Min = float64(r.min)
 	s.P50 = q(50)
 	s.P99 = q(99)

@@ -187,3 +187,18 @@ func TestHuman(t *testing.T) {
 		t.Errorf("Human() = %q, want one paragraph", h)
 	}
 }
+
+func TestQuantileAtAnyObjective(t *testing.T) {
+	r := NewRecorder()
+	if got := r.Quantile(99.9); got != 0 {
+		t.Errorf("empty recorder: Quantile(99.9) = %g, want 0", got)
+	}
+	for v := int64(1); v <= 100_000; v++ {
+		r.Record(v)
+	}
+	for p, want := range map[float64]float64{90: 90_000, 99.95: 99_950, 99.999: 99_999, 100: 100_000} {
+		if got := r.Quantile(p); !within(got, want) {
+			t.Errorf("Quantile(%g) = %g, want %g within 0.1%%", p, got, want)
+		}
+	}
+}
