@@ -203,7 +203,121 @@ const (
 	ReasonVMIReplacing      = "VMIReplacing"
 	ReasonNotPlaced         = "NotPlaced"
 	ReasonRTNetworkNotFound = "RTNetworkNotFound"
+
+	// Reasons of the SLOConfirmed condition.
+	ReasonProbePending        = "ProbePending"
+	ReasonProbeRunning        = "ProbeRunning"
+	ReasonSLOMet              = "SLOMet"
+	ReasonSLORefuted          = "SLORefuted"
+	ReasonDeadlineMissed      = "DeadlineMissed"
+	ReasonInsufficientSamples = "InsufficientSamples"
+	ReasonNoTraffic           = "NoTraffic"
+	ReasonRTNICNotMeasured    = "RTNICNotMeasured"
+	ReasonProbeFailed         = "ProbeFailed"
+	ReasonProbeTimedOut       = "ProbeTimedOut"
+	ReasonInvalidSchedule     = "InvalidSchedule"
 )
+
+// ProbeVerdict is what a probe run concluded about the SLO.
+// +kubebuilder:validation:Enum=Confirmed;Refuted;Inconclusive;Failed;TimedOut
+type ProbeVerdict string
+
+const (
+	// VerdictConfirmed: every figure the SLO needs was measured and met it.
+	VerdictConfirmed ProbeVerdict = "Confirmed"
+	// VerdictRefuted: a measured figure broke the SLO.
+	VerdictRefuted ProbeVerdict = "Refuted"
+	// VerdictInconclusive: the probe ran but measured too little to decide (no traffic,
+	// too few samples for the objective, RT-NIC not reachable).
+	VerdictInconclusive ProbeVerdict = "Inconclusive"
+	// VerdictFailed: the probe did not complete (its pod failed); nothing was judged.
+	VerdictFailed ProbeVerdict = "Failed"
+	// VerdictTimedOut: the probe Job passed its active deadline; nothing was judged.
+	VerdictTimedOut ProbeVerdict = "TimedOut"
+)
+
+// ProbeTrigger is why a probe ran.
+// +kubebuilder:validation:Enum=Start;SpecChange;Schedule
+type ProbeTrigger string
+
+const (
+	// TriggerStart: the crawler's VMI started running.
+	TriggerStart ProbeTrigger = "Start"
+	// TriggerSpecChange: the spec changed while the VMI ran.
+	TriggerSpecChange ProbeTrigger = "SpecChange"
+	// TriggerSchedule: spec.probe.schedule fired.
+	TriggerSchedule ProbeTrigger = "Schedule"
+)
+
+// ProbeResult is the outcome of one probe run.
+type ProbeResult struct {
+	// job is the name of the probe Job, in the CrawlerVM's namespace.
+	Job string `json:"job"`
+	// trigger is why the probe ran: Start, SpecChange or Schedule.
+	Trigger ProbeTrigger `json:"trigger"`
+	// observedGeneration is the spec generation the probe measured.
+	ObservedGeneration int64 `json:"observedGeneration"`
+	// vmiUID is the UID of the VMI the probe measured.
+	// +optional
+	VMIUID string `json:"vmiUID,omitempty"`
+	// startTime is when the probe Job was created.
+	StartTime metav1.Time `json:"startTime"`
+	// completionTime is when the probe's result was read.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// verdict is Confirmed, Refuted, Inconclusive, Failed or TimedOut.
+	Verdict ProbeVerdict `json:"verdict"`
+	// reason is the SLOConfirmed condition's reason for this result.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// intervalError is the measurement-interval error of the crawler's requests to the
+	// probe's gateway.
+	// +optional
+	IntervalError *MeasuredIntervalError `json:"intervalError,omitempty"`
+	// rtNIC is the round trips to the crawler's RT-NIC.
+	// +optional
+	RTNIC *MeasuredRoundTrips `json:"rtNIC,omitempty"`
+	// message explains the verdict with the figures against the budget.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Message string `json:"message,omitempty"`
+}
+
+// MeasuredIntervalError is what a probe's gateway measured of a crawler's requests.
+type MeasuredIntervalError struct {
+	// intervals is the number of intervals measured.
+	Intervals int64 `json:"intervals"`
+	// missing is the number of requests that never arrived (gaps of a period or more).
+	// +optional
+	Missing int64 `json:"missing,omitempty"`
+	// p50, p99 and p99999 are the interval error at those percentiles.
+	P50    metav1.Duration `json:"p50"`
+	P99    metav1.Duration `json:"p99"`
+	P99999 metav1.Duration `json:"p99999"`
+	// atObjective is the interval error at spec.errorBudget.objective, the figure judged
+	// against the tolerance.
+	AtObjective metav1.Duration `json:"atObjective"`
+	// max is the largest interval error.
+	Max metav1.Duration `json:"max"`
+}
+
+// MeasuredRoundTrips is what a probe measured of round trips to a crawler's RT-NIC.
+type MeasuredRoundTrips struct {
+	// sent is the number of round trips tried.
+	Sent int64 `json:"sent"`
+	// misses is the number that missed the deadline, lost ones included.
+	Misses int64 `json:"misses"`
+	// lost is the number never answered.
+	// +optional
+	Lost int64 `json:"lost,omitempty"`
+	// deadline is the RT-NIC deadline the round trips were held to.
+	Deadline metav1.Duration `json:"deadline"`
+	// p99 and atObjective are round trips of the answered probes at those percentiles.
+	P99         metav1.Duration `json:"p99"`
+	AtObjective metav1.Duration `json:"atObjective"`
+	// max is the longest answered round trip.
+	Max metav1.Duration `json:"max"`
+}
 
 // CrawlerVMStatus is what isochron decided and observed for a crawler.
 type CrawlerVMStatus struct {
@@ -229,6 +343,10 @@ type CrawlerVMStatus struct {
 	// vmi is the KubeVirt VirtualMachineInstance that runs the crawler.
 	// +optional
 	VMI *VMIStatus `json:"vmi,omitempty"`
+
+	// lastProbe is the outcome of the last probe run that finished.
+	// +optional
+	LastProbe *ProbeResult `json:"lastProbe,omitempty"`
 }
 
 // Sizing is the size chosen for a crawler's VM.
@@ -276,12 +394,15 @@ type VMIStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=cvm,categories=isochron
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && size(self.metadata.name) <= 57",message="metadata.name must start with a lower-case letter, hold only lower-case letters, digits and '-', and be at most 57 characters, because isochron names the crawler's probe Service <name>-probe (a DNS label)"
 // +kubebuilder:printcolumn:name="RPS",type=integer,JSONPath=`.spec.rps`
 // +kubebuilder:printcolumn:name="TOLERANCE",type=string,JSONPath=`.spec.errorBudget.tolerance`
 // +kubebuilder:printcolumn:name="NODE",type=string,JSONPath=`.status.placement.node`
 // +kubebuilder:printcolumn:name="VCPUS",type=integer,JSONPath=`.status.sizing.vcpus`
 // +kubebuilder:printcolumn:name="PREDICTED",type=string,JSONPath=`.status.placement.predictedError`
+// +kubebuilder:printcolumn:name="MEASURED",type=string,JSONPath=`.status.lastProbe.intervalError.atObjective`
 // +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="SLO",type=string,JSONPath=`.status.conditions[?(@.type=="SLOConfirmed")].status`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
 type CrawlerVM struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -26,8 +26,8 @@ spec:
 
 // Invalid is a CrawlerVM that must be refused.
 type Invalid struct {
-	// Set are dotted paths under spec and their YAML values, applied to Valid; a nil value
-	// removes the field.
+	// Set are dotted paths under spec (or from the root when they start with
+	// "metadata.") and their YAML values, applied to Valid; a nil value removes the field.
 	Set map[string]any
 	// Field and Message must both appear in the refusal.
 	Field, Message string
@@ -61,6 +61,9 @@ var InvalidCrawlerVMs = map[string]Invalid{
 	"placement policy unknown": {Set: map[string]any{"placement": map[string]any{"policy": "random"}}, Field: "spec.placement.policy", Message: `supported values: "pack", "spread"`},
 	"probe duration below 10s": {Set: map[string]any{"probe": map[string]any{"duration": "5s"}}, Field: "spec.probe.duration", Message: "must be at least 10s and at most 24h"},
 	"probe duration above 24h": {Set: map[string]any{"probe": map[string]any{"duration": "25h"}}, Field: "spec.probe.duration", Message: "must be at least 10s and at most 24h"},
+	"name with a dot":          {Set: map[string]any{"metadata.name": "tower.a"}, Field: "metadata.name", Message: "at most 57 characters"},
+	"name too long":            {Set: map[string]any{"metadata.name": strings.Repeat("a", 58)}, Field: "metadata.name", Message: "<name>-probe"},
+	"name starting with digit": {Set: map[string]any{"metadata.name": "1tower"}, Field: "metadata.name", Message: "must start with a lower-case letter"},
 	"probe schedule not cron":  {Set: map[string]any{"probe": map[string]any{"schedule": "every hour"}}, Field: "spec.probe.schedule", Message: "must be a cron schedule"},
 }
 
@@ -70,6 +73,9 @@ func (c Invalid) Object() map[string]any {
 	for path, v := range c.Set {
 		parts := strings.Split(path, ".")
 		m := obj["spec"].(map[string]any)
+		if parts[0] == "metadata" {
+			m = obj
+		}
 		for _, p := range parts[:len(parts)-1] {
 			m = m[p].(map[string]any)
 		}

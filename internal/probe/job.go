@@ -1,0 +1,283 @@
+// Package probe decides when a CrawlerVM's SLO is measured, builds the probe Job and
+// the gateway Service, and judges what a probe reports. It does no I/O.
+//
+// A probe Job runs `rtprobe slo` for spec.probe.duration:
+//   - a gateway at the stable Service <name>-probe:8080, which stamps the arrival of
+//     each request the crawler in the guest sends to it (`?point=ID`, each point once per
+//     second) and measures each point's interval error, as the BMS gateway did in the
+//     crawler study; and
+//   - with spec.rtNIC, UDP round trips at the crawler's request rate to the echo service
+//     (port 7) on the VM's RT-NIC address, each held to the RT-NIC deadline, as in the
+//     RTvNIC study.
+//
+// Both are black-box measures taken outside the VM: they see what the building's
+// gateway would see, whatever inside or around the VM caused it (vCPU waits, the
+// host's I/O path, the NIC, the crawler's own code). See docs/probes.md.
+package probe
+
+import (
+	"encoding/hex"
+	"fmt"
+	"hash/fnv"
+	"net"
+	"strconv"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/render"
+)
+
+// The crawler's side of the contract (docs/probes.md).
+const (
+	// GatewayPort is the port of the probe's gateway and of its Service.
+	GatewayPort = 8080
+	// EchoPort is the UDP echo service (RFC 862) the guest runs on its RT-NIC.
+	EchoPort = 7
+	// Period is each point's request period: every point is requested once a second.
+	Period = time.Second
+	// WANDelay is the gateway's emulated one-way WAN delay before each answer.
+	WANDelay = 10 * time.Millisecond
+)
+
+// Labels and annotations of probe objects.
+const (
+	LabelCrawler   = "isochron.io/crawlervm"
+	LabelComponent = "app.kubernetes.io/component"
+	ComponentProbe = "probe"
+
+	AnnotationTrigger    = "isochron.io/probe-trigger"
+	AnnotationGeneration = "isochron.io/probe-generation"
+	AnnotationVMIUID     = "isochron.io/probe-vmi-uid"
+
+	// multusNetworks is Multus's pod annotation for secondary networks.
+	multusNetworks = "k8s.v1.cni.cncf.io/networks"
+	// multusResourceName is the device resource a NetworkAttachmentDefinition needs.
+	multusResourceName = "k8s.v1.cni.cncf.io/resourceName"
+)
+
+// Options are the operator-wide probe settings.
+type Options struct {
+	// Image is the rtprobe image.
+	Image string
+	// Grace is the time a probe Job gets beyond spec.probe.duration to be scheduled,
+	// pull its image and report, before its active deadline fails it.
+	Grace time.Duration
+	// TTL is how long a finished probe Job (and its pod, with its logs) is kept.
+	TTL time.Duration
+}
+
+// DefaultOptions are the settings of a production manager.
+func DefaultOptions(image string) Options {
+	return Options{Image: image, Grace: 5 * time.Minute, TTL: time.Hour}
+}
+
+// Run identifies one probe run: why, of which spec generation and which VMI, and for a
+// scheduled run the schedule slot. Its fields make the Job's name.
+type Run struct {
+	Trigger    isov1.ProbeTrigger
+	Generation int64
+	VMIUID     string
+	// Slot is the schedule time a scheduled run fills; zero otherwise.
+	Slot time.Time
+}
+
+// ServiceName is the stable name of a crawler's probe gateway Service. The CRD limits
+// CrawlerVM names to 57 characters so that it is a valid DNS label.
+func ServiceName(cvm *isov1.CrawlerVM) string { return cvm.Name + "-probe" }
+
+// JobName is the deterministic name of the Job of run: the crawler's name (cut to 40
+// characters) and a hash of the crawler's UID and the run, at most 55 characters.
+func JobName(cvm *isov1.CrawlerVM, run Run) string {
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%s/%s/%d/%s/%d", cvm.UID, run.Trigger, run.Generation, run.VMIUID, run.Slot.Unix())
+	base := cvm.Name
+	if len(base) > 40 {
+		base = base[:40]
+	}
+	return base + "-probe-" + hex.EncodeToString(h.Sum(nil))
+}
+
+// Selector is the labels of a crawler's probe pods, which its Service selects.
+func Selector(cvm *isov1.CrawlerVM) map[string]string {
+	return map[string]string{LabelCrawler: cvm.Name, LabelComponent: ComponentProbe}
+}
+
+// Service is the crawler's probe gateway Service: stable, so the guest's crawler can be
+// pointed at http://<name>-probe.<namespace>.svc:8080/ once; it has endpoints only while
+// a probe runs.
+func Service(cvm *isov1.CrawlerVM) *corev1.Service {
+	return &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            ServiceName(cvm),
+			Namespace:       cvm.Namespace,
+			Labels:          Selector(cvm),
+			OwnerReferences: []metav1.OwnerReference{render.OwnerReference(cvm)},
+		},
+		Spec: corev1.ServiceSpec{
+			Selector: Selector(cvm),
+			Ports: []corev1.ServicePort{{
+				Name: "gateway", Protocol: corev1.ProtocolTCP,
+				Port: GatewayPort, TargetPort: intstr.FromString("gateway"),
+			}},
+		},
+	}
+}
+
+// Target is where the round trips go: the RT-NIC's address, if the crawler has one.
+type Target struct {
+	// Network is the RT-NIC's NetworkAttachmentDefinition, which the probe pod joins.
+	Network *NetworkRef
+	// IP is the VM's address on it, as the VMI reports it; empty if not (yet) known, in
+	// which case the probe measures the gateway only and says the RT-NIC was not measured.
+	IP string
+}
+
+// NetworkRef is a NetworkAttachmentDefinition and the device resource it needs.
+type NetworkRef struct {
+	Namespace, Name string
+	// ResourceName is its k8s.v1.cni.cncf.io/resourceName annotation (SR-IOV), if any.
+	ResourceName string
+}
+
+// NetworkRefOf reads the reference from a NetworkAttachmentDefinition's key and annotations.
+func NetworkRefOf(namespace, name string, annotations map[string]string) *NetworkRef {
+	return &NetworkRef{Namespace: namespace, Name: name, ResourceName: annotations[multusResourceName]}
+}
+
+// Job is the probe Job of run. It is owned by the crawler, runs one Guaranteed pod with
+// a whole CPU (so the probe is not its own noise), is never retried (a retry would be a
+// different measurement; the next trigger probes again), fails at its active deadline
+// (duration + grace) and is deleted TTL after it finishes.
+func Job(cvm *isov1.CrawlerVM, run Run, target Target, opts Options) *batchv1.Job {
+	duration := ProbeDuration(cvm)
+	args := []string{
+		"slo",
+		"--listen=:" + strconv.Itoa(GatewayPort),
+		"--period=" + Period.String(),
+		"--delay=" + WANDelay.String(),
+		"--objective=" + cvm.Spec.ErrorBudget.Objective,
+		"--duration=" + duration.String(),
+		"--report=/dev/termination-log",
+	}
+	podAnnotations := map[string]string{}
+	resources := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("1"),
+		corev1.ResourceMemory: resource.MustParse("64Mi"),
+	}
+	if cvm.Spec.RTNIC != nil && target.Network != nil {
+		podAnnotations[multusNetworks] = target.Network.Namespace + "/" + target.Network.Name
+		if target.Network.ResourceName != "" {
+			resources[corev1.ResourceName(target.Network.ResourceName)] = resource.MustParse("1")
+		}
+		if target.IP != "" {
+			args = append(args,
+				"--rtt-target="+net.JoinHostPort(target.IP, strconv.Itoa(EchoPort)),
+				"--rtt-rate="+strconv.Itoa(int(cvm.Spec.RPS)),
+				"--rtt-deadline="+cvm.Spec.RTNIC.Deadline.Duration.String())
+		}
+	}
+	labels := Selector(cvm)
+	labels["app.kubernetes.io/name"] = "rtprobe"
+	labels["app.kubernetes.io/managed-by"] = "isochron"
+	annotations := map[string]string{
+		AnnotationTrigger:    string(run.Trigger),
+		AnnotationGeneration: strconv.FormatInt(run.Generation, 10),
+		AnnotationVMIUID:     run.VMIUID,
+	}
+	node := ""
+	if cvm.Status.Placement != nil {
+		node = cvm.Status.Placement.Node
+	}
+	return &batchv1.Job{
+		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            JobName(cvm, run),
+			Namespace:       cvm.Namespace,
+			Labels:          labels,
+			Annotations:     annotations,
+			OwnerReferences: []metav1.OwnerReference{render.OwnerReference(cvm)},
+		},
+		Spec: batchv1.JobSpec{
+			Parallelism:             ptr.To[int32](1),
+			Completions:             ptr.To[int32](1),
+			BackoffLimit:            ptr.To[int32](0),
+			ActiveDeadlineSeconds:   ptr.To(int64((duration + opts.Grace).Seconds())),
+			TTLSecondsAfterFinished: ptr.To(int32(opts.TTL.Seconds())),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: nilIfEmpty(podAnnotations)},
+				Spec: corev1.PodSpec{
+					RestartPolicy:                 corev1.RestartPolicyNever,
+					AutomountServiceAccountToken:  ptr.To(false),
+					EnableServiceLinks:            ptr.To(false),
+					TerminationGracePeriodSeconds: ptr.To[int64](10),
+					Affinity:                      awayFrom(node),
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot:   ptr.To(true),
+						RunAsUser:      ptr.To[int64](65532),
+						RunAsGroup:     ptr.To[int64](65532),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+					Containers: []corev1.Container{{
+						Name:  "rtprobe",
+						Image: opts.Image,
+						Args:  args,
+						Ports: []corev1.ContainerPort{{Name: "gateway", ContainerPort: GatewayPort, Protocol: corev1.ProtocolTCP}},
+						// Requests = limits, whole CPU: Guaranteed QoS, an exclusive CPU
+						// under the static CPU Manager.
+						Resources: corev1.ResourceRequirements{Requests: resources, Limits: resources.DeepCopy()},
+						ReadinessProbe: &corev1.Probe{
+							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/metrics", Port: intstr.FromString("gateway")}},
+							PeriodSeconds: 5,
+						},
+						TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+						SecurityContext: &corev1.SecurityContext{
+							AllowPrivilegeEscalation: ptr.To(false),
+							ReadOnlyRootFilesystem:   ptr.To(true),
+							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+						},
+					}},
+				},
+			},
+		},
+	}
+}
+
+// ProbeDuration is spec.probe.duration, 20m when unset (the schema's default).
+func ProbeDuration(cvm *isov1.CrawlerVM) time.Duration {
+	if cvm.Spec.Probe != nil && cvm.Spec.Probe.Duration != nil {
+		return cvm.Spec.Probe.Duration.Duration
+	}
+	return 20 * time.Minute
+}
+
+// awayFrom prefers any node but the crawler's own: the probe should measure the crawler
+// from outside, not be one more neighbour competing with it.
+func awayFrom(node string) *corev1.Affinity {
+	if node == "" {
+		return nil
+	}
+	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
+			Weight: 100,
+			Preference: corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{{
+				Key: "metadata.name", Operator: corev1.NodeSelectorOpNotIn, Values: []string{node},
+			}}},
+		}},
+	}}
+}
+
+func nilIfEmpty(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}

@@ -1,0 +1,488 @@
+package probe
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/probes/gateway"
+	"isochron.io/isochron/probes/interval"
+	"isochron.io/isochron/probes/report"
+	"isochron.io/isochron/probes/rtt"
+	"isochron.io/isochron/probes/stats"
+)
+
+var t0 = time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
+
+func crawler(opts ...func(*isov1.CrawlerVM)) *isov1.CrawlerVM {
+	c := &isov1.CrawlerVM{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "bms", Name: "tower-a", UID: types.UID("uid-1"), Generation: 3},
+		Spec: isov1.CrawlerVMSpec{
+			RPS:         400,
+			ErrorBudget: isov1.ErrorBudget{Tolerance: metav1.Duration{Duration: 10 * time.Millisecond}, Objective: "99.999"},
+			Guest:       isov1.Guest{Image: "crawler:1", Memory: resource.MustParse("1Gi")},
+			Probe:       &isov1.Probe{Duration: &metav1.Duration{Duration: 20 * time.Minute}},
+		},
+		Status: isov1.CrawlerVMStatus{Placement: &isov1.PlacementStatus{Node: "rt-1"}},
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+func withRTNIC(c *isov1.CrawlerVM) {
+	c.Spec.RTNIC = &isov1.RTNIC{NetworkName: "rt-net", Deadline: metav1.Duration{Duration: 5 * time.Millisecond}, MinBandwidth: resource.MustParse("100M")}
+}
+
+func withSchedule(s string) func(*isov1.CrawlerVM) {
+	return func(c *isov1.CrawlerVM) { c.Spec.Probe.Schedule = s }
+}
+
+func TestJobName(t *testing.T) {
+	c := crawler()
+	start := Run{Trigger: isov1.TriggerStart, Generation: 3, VMIUID: "vmi-1"}
+	if JobName(c, start) != JobName(crawler(), start) {
+		t.Error("JobName is not deterministic")
+	}
+	seen := map[string]Run{}
+	for _, r := range []Run{start,
+		{Trigger: isov1.TriggerSpecChange, Generation: 4, VMIUID: "vmi-1"},
+		{Trigger: isov1.TriggerStart, Generation: 3, VMIUID: "vmi-2"},
+		{Trigger: isov1.TriggerSchedule, Generation: 3, VMIUID: "vmi-1", Slot: t0},
+		{Trigger: isov1.TriggerSchedule, Generation: 3, VMIUID: "vmi-1", Slot: t0.Add(time.Hour)},
+	} {
+		n := JobName(c, r)
+		if prev, dup := seen[n]; dup {
+			t.Errorf("runs %+v and %+v share the name %s", prev, r, n)
+		}
+		seen[n] = r
+	}
+	long := crawler(func(c *isov1.CrawlerVM) { c.Name = strings.Repeat("a", 57) })
+	if n := JobName(long, start); len(n) > 55 || !strings.HasPrefix(n, strings.Repeat("a", 40)+"-probe-") {
+		t.Errorf("JobName of a 57-character crawler = %q (%d characters), want the name cut to 40 and at most 55 in all", n, len(n))
+	}
+}
+
+func TestJob(t *testing.T) {
+	opts := Options{Image: "isochron/rtprobe:v0.1.0", Grace: 5 * time.Minute, TTL: time.Hour}
+	run := Run{Trigger: isov1.TriggerStart, Generation: 3, VMIUID: "vmi-1"}
+	network := &NetworkRef{Namespace: "bms", Name: "rt-net"}
+	tests := map[string]struct {
+		cvm         *isov1.CrawlerVM
+		target      Target
+		wantArgs    []string // must appear
+		notArgs     []string // must not appear
+		networks    string
+		extraDevice corev1.ResourceName
+	}{
+		"gateway only": {
+			cvm:      crawler(),
+			wantArgs: []string{"slo", "--listen=:8080", "--period=1s", "--delay=10ms", "--objective=99.999", "--duration=20m0s", "--report=/dev/termination-log"},
+			notArgs:  []string{"--rtt-target"},
+		},
+		"RT-NIC with a known address": {
+			cvm:      crawler(withRTNIC),
+			target:   Target{Network: network, IP: "10.10.0.7"},
+			wantArgs: []string{"--rtt-target=10.10.0.7:7", "--rtt-rate=400", "--rtt-deadline=5ms"},
+			networks: "bms/rt-net",
+		},
+		"RT-NIC over IPv6": {
+			cvm:      crawler(withRTNIC),
+			target:   Target{Network: network, IP: "fd00::7"},
+			wantArgs: []string{"--rtt-target=[fd00::7]:7"},
+			networks: "bms/rt-net",
+		},
+		"RT-NIC whose address is not known yet": {
+			cvm:      crawler(withRTNIC),
+			target:   Target{Network: network},
+			notArgs:  []string{"--rtt-target"},
+			networks: "bms/rt-net",
+		},
+		"SR-IOV RT-NIC asks for its device": {
+			cvm:         crawler(withRTNIC),
+			target:      Target{Network: &NetworkRef{Namespace: "bms", Name: "rt-vf", ResourceName: "intel.com/sriov_rt"}, IP: "10.10.0.7"},
+			networks:    "bms/rt-vf",
+			extraDevice: "intel.com/sriov_rt",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			job := Job(tc.cvm, run, tc.target, opts)
+			if job.Name != JobName(tc.cvm, run) || job.Namespace != "bms" {
+				t.Errorf("job %s/%s", job.Namespace, job.Name)
+			}
+			if len(job.OwnerReferences) != 1 || job.OwnerReferences[0].UID != "uid-1" || !*job.OwnerReferences[0].Controller {
+				t.Errorf("owner references %+v, want the crawler as controller", job.OwnerReferences)
+			}
+			s := job.Spec
+			if *s.BackoffLimit != 0 || *s.Parallelism != 1 || *s.Completions != 1 {
+				t.Errorf("backoffLimit %d parallelism %d completions %d, want 0, 1, 1", *s.BackoffLimit, *s.Parallelism, *s.Completions)
+			}
+			if *s.ActiveDeadlineSeconds != 25*60 || *s.TTLSecondsAfterFinished != 3600 {
+				t.Errorf("activeDeadlineSeconds %d ttl %d, want 1500 (20m + 5m) and 3600", *s.ActiveDeadlineSeconds, *s.TTLSecondsAfterFinished)
+			}
+			r, err := RunOf(job)
+			if err != nil || r != run {
+				t.Errorf("RunOf(job) = %+v, %v; want %+v", r, err, run)
+			}
+			pod := s.Template.Spec
+			if pod.RestartPolicy != corev1.RestartPolicyNever || len(pod.Containers) != 1 {
+				t.Fatalf("restartPolicy %s, %d containers", pod.RestartPolicy, len(pod.Containers))
+			}
+			c := pod.Containers[0]
+			// Guaranteed QoS with a whole CPU: requests = limits for CPU and memory.
+			for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+				req, lim := c.Resources.Requests[res], c.Resources.Limits[res]
+				if req.IsZero() || req.Cmp(lim) != 0 {
+					t.Errorf("%s request %s limit %s, want equal and set", res, req.String(), lim.String())
+				}
+			}
+			if cpu := c.Resources.Requests[corev1.ResourceCPU]; cpu.MilliValue()%1000 != 0 {
+				t.Errorf("CPU %s is not a whole CPU", cpu.String())
+			}
+			if tc.extraDevice != "" {
+				if q := c.Resources.Limits[tc.extraDevice]; q.Value() != 1 {
+					t.Errorf("device %s limit %s, want 1", tc.extraDevice, q.String())
+				}
+			}
+			args := strings.Join(c.Args, " ")
+			for _, a := range tc.wantArgs {
+				if !strings.Contains(args, a) {
+					t.Errorf("args %q lack %q", args, a)
+				}
+			}
+			for _, a := range tc.notArgs {
+				if strings.Contains(args, a) {
+					t.Errorf("args %q contain %q", args, a)
+				}
+			}
+			if got := s.Template.Annotations[multusNetworks]; got != tc.networks {
+				t.Errorf("networks annotation %q, want %q", got, tc.networks)
+			}
+			if c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError || c.Image != opts.Image {
+				t.Errorf("termination message policy %s image %s", c.TerminationMessagePolicy, c.Image)
+			}
+			for k, v := range Selector(tc.cvm) {
+				if s.Template.Labels[k] != v {
+					t.Errorf("pod label %s=%q, want %q (the Service selects it)", k, s.Template.Labels[k], v)
+				}
+			}
+			term := pod.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].Preference.MatchFields[0]
+			if term.Operator != corev1.NodeSelectorOpNotIn || term.Values[0] != "rt-1" {
+				t.Errorf("affinity %+v, want to prefer nodes other than rt-1", term)
+			}
+		})
+	}
+}
+
+func TestService(t *testing.T) {
+	svc := Service(crawler())
+	if svc.Name != "tower-a-probe" || svc.Spec.Ports[0].Port != GatewayPort || svc.Spec.Selector[LabelCrawler] != "tower-a" {
+		t.Errorf("service %s port %d selector %v", svc.Name, svc.Spec.Ports[0].Port, svc.Spec.Selector)
+	}
+}
+
+func last(gen int64, vmi string, start time.Time) *isov1.ProbeResult {
+	return &isov1.ProbeResult{Job: "j", ObservedGeneration: gen, VMIUID: vmi, StartTime: metav1.Time{Time: start}, Verdict: isov1.VerdictConfirmed, Reason: isov1.ReasonSLOMet}
+}
+
+func TestNext(t *testing.T) {
+	now := t0.Add(90 * time.Minute) // 04:30
+	tests := map[string]struct {
+		cvm  *isov1.CrawlerVM
+		st   State
+		want Decision
+		err  string
+	}{
+		"VMI not running: nothing": {
+			cvm: crawler(), st: State{Now: now},
+		},
+		"first run after the VMI starts": {
+			cvm: crawler(), st: State{Now: now, VMIUID: "vmi-1"},
+			want: Decision{Start: &Run{Trigger: isov1.TriggerStart, Generation: 3, VMIUID: "vmi-1"}},
+		},
+		"spec changed, same VMI": {
+			cvm: crawler(), st: State{Now: now, VMIUID: "vmi-1", Last: last(2, "vmi-1", t0)},
+			want: Decision{Start: &Run{Trigger: isov1.TriggerSpecChange, Generation: 3, VMIUID: "vmi-1"}},
+		},
+		"VMI replaced": {
+			cvm: crawler(), st: State{Now: now, VMIUID: "vmi-2", Last: last(3, "vmi-1", t0)},
+			want: Decision{Start: &Run{Trigger: isov1.TriggerStart, Generation: 3, VMIUID: "vmi-2"}},
+		},
+		"measured, no schedule: nothing": {
+			cvm: crawler(), st: State{Now: now, VMIUID: "vmi-1", Last: last(3, "vmi-1", t0)},
+		},
+		"measured, next slot ahead: look again then": {
+			cvm:  crawler(withSchedule("0 6 * * *")),
+			st:   State{Now: now, VMIUID: "vmi-1", Last: last(3, "vmi-1", t0)},
+			want: Decision{After: 90 * time.Minute},
+		},
+		"slot passed: scheduled run for the first missed slot": {
+			cvm:  crawler(withSchedule("@hourly")),
+			st:   State{Now: now, VMIUID: "vmi-1", Last: last(3, "vmi-1", t0.Add(time.Second))},
+			want: Decision{Start: &Run{Trigger: isov1.TriggerSchedule, Generation: 3, VMIUID: "vmi-1", Slot: t0.Add(time.Hour)}},
+		},
+		"active probe of the current spec: wait, never a second": {
+			cvm: crawler(withSchedule("@hourly")),
+			st: State{Now: now, VMIUID: "vmi-1", Last: last(3, "vmi-1", t0),
+				Active: &Active{Name: "a", Run: Run{Trigger: isov1.TriggerSchedule, Generation: 3, VMIUID: "vmi-1"}}},
+		},
+		"active probe of an old spec: cancel": {
+			cvm:  crawler(),
+			st:   State{Now: now, VMIUID: "vmi-1", Active: &Active{Name: "a", Run: Run{Generation: 2, VMIUID: "vmi-1"}}},
+			want: Decision{Cancel: true},
+		},
+		"active probe of a VMI that stopped: cancel": {
+			cvm:  crawler(),
+			st:   State{Now: now, Active: &Active{Name: "a", Run: Run{Generation: 3, VMIUID: "vmi-1"}}},
+			want: Decision{Cancel: true},
+		},
+		"cancelled probe still deleting: wait": {
+			cvm: crawler(),
+			st:  State{Now: now, VMIUID: "vmi-1", Active: &Active{Name: "a", Run: Run{Generation: 2, VMIUID: "vmi-1"}, Deleting: true}},
+		},
+		"invalid schedule": {
+			cvm: crawler(withSchedule("61 * * * *")), st: State{Now: now, VMIUID: "vmi-1"},
+			err: `spec.probe.schedule "61 * * * *" is not a valid cron schedule`,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := Next(tc.cvm, tc.st)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (got.Start == nil) != (tc.want.Start == nil) || (got.Start != nil && *got.Start != *tc.want.Start) ||
+				got.Cancel != tc.want.Cancel || got.After != tc.want.After {
+				t.Errorf("Next = %+v (start %+v), want %+v (start %+v)", got, got.Start, tc.want, tc.want.Start)
+			}
+		})
+	}
+}
+
+func f(v float64) *float64 { return &v }
+
+// rep is a report over n intervals with the given interval error at the objective
+// and, if sent > 0, round trips with the given misses.
+func rep(n int64, atUs float64, sent, late, lost int64) report.Report {
+	r := report.Report{Version: report.Version, Start: t0, End: t0.Add(20 * time.Minute), Objective: 99.999}
+	if n > 0 {
+		r.Interval = &gateway.Result{
+			Summary:     stats.Summary{Metric: gateway.Metric, Unit: "us", Count: n, P50: 100, P99: 900, P99999: atUs, Max: atUs + 1},
+			Requests:    n + 400,
+			Counts:      interval.Counts{Intervals: n},
+			AtObjective: f(atUs),
+		}
+	}
+	if sent > 0 {
+		s := stats.Summary{Metric: rtt.Metric, Unit: "us", Count: sent - lost, P99: 800, Max: 7000}
+		r.RTT = &rtt.Result{Summary: s.WithDeadline(5000, late+lost), Sent: sent, Late: late, Lost: lost, AtObjective: f(4000)}
+	}
+	return r
+}
+
+func TestJudge(t *testing.T) {
+	tests := map[string]struct {
+		cvm     *isov1.CrawlerVM
+		rep     report.Report
+		verdict isov1.ProbeVerdict
+		reason  string
+		message []string
+	}{
+		"met": {
+			cvm: crawler(), rep: rep(480_000, 2100, 0, 0, 0),
+			verdict: isov1.VerdictConfirmed, reason: isov1.ReasonSLOMet,
+			message: []string{"p99.999 interval error 2.1ms within the 10ms tolerance (480000 intervals)"},
+		},
+		"exactly at the tolerance is met": {
+			cvm: crawler(), rep: rep(480_000, 10_000, 0, 0, 0),
+			verdict: isov1.VerdictConfirmed, reason: isov1.ReasonSLOMet,
+		},
+		"over the tolerance": {
+			cvm: crawler(), rep: rep(480_000, 14_200, 0, 0, 0),
+			verdict: isov1.VerdictRefuted, reason: isov1.ReasonSLORefuted,
+			message: []string{"p99.999 interval error 14.2ms exceeds the 10ms tolerance"},
+		},
+		"over the tolerance with few samples is still refuted": {
+			cvm: crawler(), rep: rep(4_000, 14_200, 0, 0, 0),
+			verdict: isov1.VerdictRefuted, reason: isov1.ReasonSLORefuted,
+		},
+		"too few intervals for p99.999": {
+			cvm: crawler(), rep: rep(4_000, 2_000, 0, 0, 0),
+			verdict: isov1.VerdictInconclusive, reason: isov1.ReasonInsufficientSamples,
+			// 4000 in 20m; 100000 need 500m.
+			message: []string{"4000 intervals measured, p99.999 needs at least 100000: make spec.probe.duration at least 8h21m0s"},
+		},
+		"lower objective needs fewer samples": {
+			cvm: crawler(func(c *isov1.CrawlerVM) { c.Spec.ErrorBudget.Objective = "99.9" }), rep: rep(4_000, 2_000, 0, 0, 0),
+			verdict: isov1.VerdictConfirmed, reason: isov1.ReasonSLOMet,
+		},
+		"no traffic": {
+			cvm: crawler(), rep: rep(0, 0, 0, 0, 0),
+			verdict: isov1.VerdictInconclusive, reason: isov1.ReasonNoTraffic,
+			message: []string{"point the guest's crawler at http://tower-a-probe.bms.svc:8080/?point=ID"},
+		},
+		"RT-NIC within its deadline": {
+			cvm: crawler(withRTNIC), rep: rep(480_000, 2100, 480_000, 3, 1),
+			verdict: isov1.VerdictConfirmed, reason: isov1.ReasonSLOMet,
+			message: []string{"4 of 480000 RT-NIC round trips missed the 5ms deadline (p99.999 allows 4)"},
+		},
+		"RT-NIC misses one too many": {
+			cvm: crawler(withRTNIC), rep: rep(480_000, 2100, 480_000, 4, 1),
+			verdict: isov1.VerdictRefuted, reason: isov1.ReasonDeadlineMissed,
+			message: []string{"5 of 480000 RT-NIC round trips missed the 5ms deadline (1 lost); p99.999 allows 4", "within the 10ms tolerance"},
+		},
+		"RT-NIC not measured": {
+			cvm: crawler(withRTNIC), rep: rep(480_000, 2100, 0, 0, 0),
+			verdict: isov1.VerdictInconclusive, reason: isov1.ReasonRTNICNotMeasured,
+		},
+		"refuted wins over inconclusive": {
+			cvm: crawler(withRTNIC), rep: rep(480_000, 20_000, 0, 0, 0),
+			verdict: isov1.VerdictRefuted, reason: isov1.ReasonSLORefuted,
+			message: []string{"exceeds the 10ms tolerance", "RT-NIC round trips not measured"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			verdict, reason, msg, ie, rt := Judge(tc.cvm, tc.rep)
+			if verdict != tc.verdict || reason != tc.reason {
+				t.Errorf("Judge = %s/%s (%s), want %s/%s", verdict, reason, msg, tc.verdict, tc.reason)
+			}
+			for _, m := range tc.message {
+				if !strings.Contains(msg, m) {
+					t.Errorf("message %q lacks %q", msg, m)
+				}
+			}
+			if tc.rep.Interval != nil && (ie == nil || ie.Intervals != tc.rep.Interval.Count || ie.AtObjective.Duration != time.Duration(*tc.rep.Interval.AtObjective)*time.Microsecond) {
+				t.Errorf("interval figures %+v do not carry the report's", ie)
+			}
+			if tc.rep.RTT != nil && tc.cvm.Spec.RTNIC != nil && (rt == nil || rt.Misses != tc.rep.RTT.Late+tc.rep.RTT.Lost || rt.Deadline.Duration != 5*time.Millisecond) {
+				t.Errorf("round-trip figures %+v do not carry the report's", rt)
+			}
+		})
+	}
+}
+
+func TestMinSamples(t *testing.T) {
+	for obj, want := range map[float64]int64{99.999: 100_000, 99.9: 1_000, 99: 100, 90: 10, 99.95: 2_000} {
+		if got := MinSamples(obj); got != want {
+			t.Errorf("MinSamples(%g) = %d, want %d", obj, got, want)
+		}
+	}
+}
+
+func job(conds ...batchv1.JobCondition) *batchv1.Job {
+	j := Job(crawler(), Run{Trigger: isov1.TriggerStart, Generation: 3, VMIUID: "vmi-1"}, Target{}, DefaultOptions("img"))
+	j.CreationTimestamp = metav1.Time{Time: t0}
+	j.Status.Conditions = conds
+	return j
+}
+
+func TestOutcome(t *testing.T) {
+	good, _ := rep(480_000, 2100, 0, 0, 0).Marshal()
+	withErr := rep(0, 0, 0, 0, 0)
+	withErr.Error = "listening on --listen :8080: address already in use"
+	bad, _ := withErr.Marshal()
+	complete := batchv1.JobCondition{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}
+	failed := func(reason string) batchv1.JobCondition {
+		return batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: reason, Message: "Job has reached the specified backoff limit"}
+	}
+	tests := map[string]struct {
+		job         *batchv1.Job
+		termination string
+		verdict     isov1.ProbeVerdict
+		reason      string
+		message     string
+	}{
+		"complete with a report is judged": {
+			job: job(complete), termination: string(good),
+			verdict: isov1.VerdictConfirmed, reason: isov1.ReasonSLOMet, message: "within the 10ms tolerance",
+		},
+		"complete without a report": {
+			job: job(complete), termination: "",
+			verdict: isov1.VerdictFailed, reason: isov1.ReasonProbeFailed, message: "without a readable report",
+		},
+		"timed out, even with a report": {
+			job: job(failed(batchv1.JobReasonDeadlineExceeded)), termination: string(good),
+			verdict: isov1.VerdictTimedOut, reason: isov1.ReasonProbeTimedOut, message: "ran past its active deadline of 1500s",
+		},
+		"failed with the probe's own error": {
+			job: job(failed(batchv1.JobReasonBackoffLimitExceeded)), termination: string(bad),
+			verdict: isov1.VerdictFailed, reason: isov1.ReasonProbeFailed, message: "failed: listening on --listen :8080: address already in use",
+		},
+		"failed with a log tail": {
+			job: job(failed(batchv1.JobReasonBackoffLimitExceeded)), termination: "starting\nexec format error\n",
+			verdict: isov1.VerdictFailed, reason: isov1.ReasonProbeFailed, message: "failed: exec format error;",
+		},
+		"failed without a message": {
+			job:     job(failed(batchv1.JobReasonBackoffLimitExceeded)),
+			verdict: isov1.VerdictFailed, reason: isov1.ReasonProbeFailed, message: "failed: BackoffLimitExceeded: Job has reached the specified backoff limit",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			res := Outcome(crawler(), tc.job, tc.termination, t0.Add(time.Hour))
+			if res.Verdict != tc.verdict || res.Reason != tc.reason || !strings.Contains(res.Message, tc.message) {
+				t.Errorf("Outcome = %s/%s %q, want %s/%s containing %q", res.Verdict, res.Reason, res.Message, tc.verdict, tc.reason, tc.message)
+			}
+			if res.Job != tc.job.Name || res.ObservedGeneration != 3 || res.VMIUID != "vmi-1" || res.Trigger != isov1.TriggerStart || !res.StartTime.Equal(&metav1.Time{Time: t0}) {
+				t.Errorf("Outcome identity %+v", res)
+			}
+		})
+	}
+}
+
+func TestTerminationMessageTakesTheNewest(t *testing.T) {
+	pod := func(msg string, at time.Time) corev1.Pod {
+		return corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
+			Name: "rtprobe", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: msg, FinishedAt: metav1.Time{Time: at}}},
+		}}}}
+	}
+	running := corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "rtprobe"}}}}
+	got := TerminationMessage([]corev1.Pod{pod("old", t0), running, pod("new", t0.Add(time.Minute))})
+	if got != "new" {
+		t.Errorf("TerminationMessage = %q, want new", got)
+	}
+	if TerminationMessage([]corev1.Pod{running}) != "" {
+		t.Error("a running pod has no termination message")
+	}
+}
+
+func TestCondition(t *testing.T) {
+	refuted := last(3, "vmi-1", t0)
+	refuted.Verdict, refuted.Reason, refuted.Message = isov1.VerdictRefuted, isov1.ReasonSLORefuted, "p99.999 interval error 14ms exceeds"
+	tests := map[string]struct {
+		st     State
+		status metav1.ConditionStatus
+		reason string
+	}{
+		"confirmed":                             {State{VMIUID: "vmi-1", Last: last(3, "vmi-1", t0)}, metav1.ConditionTrue, isov1.ReasonSLOMet},
+		"refuted":                               {State{VMIUID: "vmi-1", Last: refuted}, metav1.ConditionFalse, isov1.ReasonSLORefuted},
+		"a scheduled re-probe keeps the result": {State{VMIUID: "vmi-1", Last: last(3, "vmi-1", t0), Active: &Active{Name: "a", Run: Run{Generation: 3, VMIUID: "vmi-1"}}}, metav1.ConditionTrue, isov1.ReasonSLOMet},
+		"old spec's result, probe running":      {State{VMIUID: "vmi-1", Last: last(2, "vmi-1", t0), Active: &Active{Name: "a", Run: Run{Generation: 3, VMIUID: "vmi-1"}}}, metav1.ConditionUnknown, isov1.ReasonProbeRunning},
+		"VMI not running":                       {State{Last: last(3, "vmi-1", t0)}, metav1.ConditionUnknown, isov1.ReasonProbePending},
+		"not probed yet":                        {State{VMIUID: "vmi-1"}, metav1.ConditionUnknown, isov1.ReasonProbePending},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			status, reason, _ := Condition(crawler(), tc.st)
+			if status != tc.status || reason != tc.reason {
+				t.Errorf("Condition = %s/%s, want %s/%s", status, reason, tc.status, tc.reason)
+			}
+		})
+	}
+}

@@ -1,0 +1,107 @@
+package probe
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	batchv1 "k8s.io/api/batch/v1"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+)
+
+// State is what the controller observed of a crawler's probes.
+type State struct {
+	Now time.Time
+	// VMIUID is the UID of the crawler's VMI when it is Running and runs the current
+	// spec; empty otherwise.
+	VMIUID string
+	// Active is the crawler's probe Job that has not finished, if any.
+	Active *Active
+	// Last is status.lastProbe.
+	Last *isov1.ProbeResult
+}
+
+// Active is a probe Job that has not finished.
+type Active struct {
+	Name string
+	Run  Run
+	// Deleting is true once the Job is being deleted (it still holds its pod).
+	Deleting bool
+}
+
+// Decision is what to do next. At most one of Start and Cancel is set.
+type Decision struct {
+	// Start is a run to create a Job for.
+	Start *Run
+	// Cancel deletes the active Job: it measures an outdated spec or VMI.
+	Cancel bool
+	// After is when to look again for the next scheduled run; 0 for no scheduled run.
+	After time.Duration
+}
+
+// Next decides whether a probe starts, is cancelled, or when to look again. A probe
+// runs after the VMI starts running, after each spec change and on spec.probe.schedule;
+// never two at once: a new one waits until the active Job is gone. The error is an
+// invalid spec.probe.schedule.
+func Next(cvm *isov1.CrawlerVM, st State) (Decision, error) {
+	sched, err := Schedule(cvm)
+	if err != nil {
+		return Decision{}, err
+	}
+	if a := st.Active; a != nil {
+		if !a.Deleting && (st.VMIUID == "" || a.Run.VMIUID != st.VMIUID || a.Run.Generation != cvm.Generation) {
+			return Decision{Cancel: true}, nil
+		}
+		return Decision{}, nil
+	}
+	if st.VMIUID == "" {
+		return Decision{}, nil
+	}
+	if !Measured(cvm, st.Last, st.VMIUID) {
+		trigger := isov1.TriggerStart
+		if st.Last != nil && st.Last.VMIUID == st.VMIUID {
+			trigger = isov1.TriggerSpecChange
+		}
+		return Decision{Start: &Run{Trigger: trigger, Generation: cvm.Generation, VMIUID: st.VMIUID}}, nil
+	}
+	if sched == nil {
+		return Decision{}, nil
+	}
+	next := sched.Next(st.Last.StartTime.Time)
+	if !next.After(st.Now) {
+		// Slots missed while the operator was away are not caught up: one run fills the
+		// first of them, and the schedule continues from its start.
+		return Decision{Start: &Run{Trigger: isov1.TriggerSchedule, Generation: cvm.Generation, VMIUID: st.VMIUID, Slot: next.UTC()}}, nil
+	}
+	return Decision{After: next.Sub(st.Now)}, nil
+}
+
+// Measured reports whether last measured the crawler's current spec on the VMI vmiUID.
+func Measured(cvm *isov1.CrawlerVM, last *isov1.ProbeResult, vmiUID string) bool {
+	return last != nil && last.ObservedGeneration == cvm.Generation && last.VMIUID == vmiUID
+}
+
+// Schedule parses spec.probe.schedule (five cron fields or a descriptor such as @daily,
+// in UTC); nil when it is empty.
+func Schedule(cvm *isov1.CrawlerVM) (cron.Schedule, error) {
+	if cvm.Spec.Probe == nil || cvm.Spec.Probe.Schedule == "" {
+		return nil, nil
+	}
+	s, err := cron.ParseStandard(cvm.Spec.Probe.Schedule)
+	if err != nil {
+		return nil, fmt.Errorf("spec.probe.schedule %q is not a valid cron schedule (%v); use five fields, minute hour day-of-month month day-of-week, for example \"0 3 * * *\"", cvm.Spec.Probe.Schedule, err)
+	}
+	return s, nil
+}
+
+// RunOf reads the run a probe Job was created for from its annotations.
+func RunOf(job *batchv1.Job) (Run, error) {
+	a := job.Annotations
+	gen, err := strconv.ParseInt(a[AnnotationGeneration], 10, 64)
+	if err != nil {
+		return Run{}, fmt.Errorf("probe Job %s: annotation %s: %w", job.Name, AnnotationGeneration, err)
+	}
+	return Run{Trigger: isov1.ProbeTrigger(a[AnnotationTrigger]), Generation: gen, VMIUID: a[AnnotationVMIUID]}, nil
+}
