@@ -6,8 +6,10 @@ import (
 	"sync"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -24,6 +26,7 @@ import (
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/inventory"
+	"isochron.io/isochron/internal/probe"
 	"isochron.io/isochron/internal/render"
 )
 
@@ -40,6 +43,8 @@ type CrawlerVMReconciler struct {
 	// MaxConcurrentReconciles is how many crawlers reconcile at once; placement
 	// decisions among them are serialised (see decide).
 	MaxConcurrentReconciles int
+	// Probes are the probe Jobs' image and timing.
+	Probes probe.Options
 
 	// decide serialises placement decisions: each one reads every reservation made
 	// before it (through APIReader) and persists its own before the next one starts.
@@ -54,6 +59,7 @@ func NewCrawlerVMReconciler(mgr ctrl.Manager, concurrency int) *CrawlerVMReconci
 		APIReader:               mgr.GetAPIReader(),
 		Recorder:                mgr.GetEventRecorderFor("isochron"),
 		MaxConcurrentReconciles: concurrency,
+		Probes:                  probe.DefaultOptions(probe.DefaultImage),
 	}
 }
 
@@ -63,6 +69,8 @@ func NewCrawlerVMReconciler(mgr ctrl.Manager, concurrency int) *CrawlerVMReconci
 // +kubebuilder:rbac:groups=k8s.cni.cncf.io,resources=network-attachment-definitions,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=isochron.io,resources=contentionprofiles,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -71,6 +79,9 @@ func NewCrawlerVMReconciler(mgr ctrl.Manager, concurrency int) *CrawlerVMReconci
 func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	cvm := &isov1.CrawlerVM{}
 	if err := r.Get(ctx, req.NamespacedName, cvm); err != nil {
+		if apierrors.IsNotFound(err) {
+			forget(req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !cvm.DeletionTimestamp.IsZero() {
@@ -81,12 +92,17 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		if err := st.persist(ctx, cvm); err != nil && reterr == nil {
 			reterr = err
 		}
+		observe(cvm)
 	}()
 	if done, err := r.place(ctx, cvm, st); err != nil || done {
 		return ctrl.Result{}, err
 	}
-	_, err := r.runVMI(ctx, cvm)
-	return ctrl.Result{}, err
+	running, err := r.runVMI(ctx, cvm)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	after, err := r.runProbes(ctx, cvm, running)
+	return ctrl.Result{RequeueAfter: after}, err
 }
 
 // statusWriter patches a CrawlerVM's status when, and only when, it changed, with an
@@ -115,6 +131,8 @@ func (r *CrawlerVMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&isov1.CrawlerVM{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&kubevirtv1.VirtualMachineInstance{}).
+		Owns(&batchv1.Job{}).
+		Owns(&corev1.Service{}).
 		// Capacity freed by a deleted crawler or a changed node may let a waiting one fit.
 		Watches(&isov1.CrawlerVM{}, handler.EnqueueRequestsFromMapFunc(r.unplaced),
 			builder.WithPredicates(predicate.Funcs{

@@ -172,11 +172,17 @@ func TestSteadyStateWritesNothing(t *testing.T) {
 	waitForCrawler(t, c, "Ready", func(c *isov1.CrawlerVM) bool {
 		return hasCondition(c, isov1.ConditionReady, metav1.ConditionTrue, isov1.ReasonVMIRunning)
 	})
+	// The first probe runs and confirms the SLO.
+	_, pod := waitForProbePod(t, c)
+	finishPod(t, pod, 0, probeReport(t, 200_000, 2100, 0, 0))
+	waitForSLO(t, c, metav1.ConditionTrue, isov1.ReasonSLOMet)
+	get(t, vmi)
 	before := c.ResourceVersion
 	vmiBefore := vmi.ResourceVersion
 
 	// For 10 s, touch the owned VMI once a second (each touch makes the operator
-	// reconcile the crawler); the crawler and its VMI must see no write from it.
+	// reconcile the crawler); the crawler, its VMI and its probe objects must see no
+	// write from it.
 	for i := 0; i < 10; i++ {
 		time.Sleep(time.Second) // the observation window itself, not a wait for a condition
 		get(t, vmi)
@@ -289,7 +295,9 @@ func TestInvalidCrawlerVMsAreRefusedByTheAPIServer(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			u := &unstructured.Unstructured{Object: tc.Object()}
 			u.SetNamespace(ns)
-			u.SetName(fmt.Sprintf("invalid-%d", i))
+			if _, named := tc.Set["metadata.name"]; !named {
+				u.SetName(fmt.Sprintf("invalid-%d", i))
+			}
 			err := k8s.Create(ctx, u)
 			if !apierrors.IsInvalid(err) {
 				t.Fatalf("create: got %v, want Invalid", err)

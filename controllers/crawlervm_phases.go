@@ -122,25 +122,26 @@ func refreshPrediction(cvm *isov1.CrawlerVM, inv *clusterInventory) {
 
 // runVMI makes the VMI match the reservation in status and reports its phase. VMI specs
 // are immutable, so a changed rendering replaces the VMI: delete, then create once gone.
-func (r *CrawlerVMReconciler) runVMI(ctx context.Context, cvm *isov1.CrawlerVM) (bool, error) {
+// It returns the VMI when it is Running with the current rendering, else nil.
+func (r *CrawlerVMReconciler) runVMI(ctx context.Context, cvm *isov1.CrawlerVM) (*kubevirtv1.VirtualMachineInstance, error) {
 	held := cvm.Status.Placement
 	size, ok := inventory.Resident(cvm)
 	if !ok {
-		return true, nil
+		return nil, nil
 	}
 	binding, err := r.rtBinding(ctx, cvm)
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonRTNetworkNotFound,
 				fmt.Sprintf("spec.rtNIC.networkName: NetworkAttachmentDefinition %s not found; create it or fix the name", render.NetworkKey(cvm)))
-			return true, nil
+			return nil, nil
 		}
-		return true, err
+		return nil, err
 	}
 	desired, err := render.VMI(render.Input{CrawlerVM: cvm, Sizing: size.Sizing, Node: held.Node, RTBinding: binding})
 	if err != nil {
 		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonInvalid, err.Error())
-		return true, nil
+		return nil, nil
 	}
 
 	current := &kubevirtv1.VirtualMachineInstance{}
@@ -149,43 +150,46 @@ func (r *CrawlerVMReconciler) runVMI(ctx context.Context, cvm *isov1.CrawlerVM) 
 	case apierrors.IsNotFound(err):
 		u, err := render.Unstructured(desired)
 		if err != nil {
-			return true, err
+			return nil, err
 		}
 		if err := r.Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-			return true, fmt.Errorf("applying VMI %s: %w", desired.Name, err)
+			return nil, fmt.Errorf("applying VMI %s: %w", desired.Name, err)
 		}
 		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, "VMICreated", "Created VMI %s on node %s", desired.Name, held.Node)
 		cvm.Status.VMI = &isov1.VMIStatus{Name: desired.Name}
 		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonVMIPending, fmt.Sprintf("VMI %s created, waiting for KubeVirt to start it", desired.Name))
-		return false, nil
+		return nil, nil
 	case err != nil:
-		return true, fmt.Errorf("reading VMI %s: %w", desired.Name, err)
+		return nil, fmt.Errorf("reading VMI %s: %w", desired.Name, err)
 	}
 	if !ownedBy(current, cvm) {
 		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonInvalid,
 			fmt.Sprintf("a VMI named %s exists and is not owned by this CrawlerVM; delete or rename it", current.Name))
-		return true, nil
+		return nil, nil
 	}
 	cvm.Status.VMI = &isov1.VMIStatus{Name: current.Name, Phase: string(current.Status.Phase)}
 	if !current.DeletionTimestamp.IsZero() {
 		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonVMIReplacing, fmt.Sprintf("waiting for VMI %s to be deleted before starting it with the new spec", current.Name))
-		return true, nil
+		return nil, nil
 	}
 	if current.Annotations[render.AnnotationSpecHash] != desired.Annotations[render.AnnotationSpecHash] {
 		if err := r.Delete(ctx, current, client.Preconditions{UID: &current.UID}); client.IgnoreNotFound(err) != nil {
-			return true, fmt.Errorf("deleting outdated VMI %s: %w", current.Name, err)
+			return nil, fmt.Errorf("deleting outdated VMI %s: %w", current.Name, err)
 		}
 		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.ReasonVMIReplacing, "Replacing VMI %s: spec generation %d renders a different VMI", current.Name, cvm.Generation)
 		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonVMIReplacing,
 			fmt.Sprintf("spec generation %d changed the VMI; VMI %s is being replaced (VMI specs are immutable)", cvm.Generation, current.Name))
-		return true, nil
+		return nil, nil
 	}
 	ok, reason, msg := readiness(current)
 	if ok && !apimeta.IsStatusConditionTrue(cvm.Status.Conditions, isov1.ConditionReady) {
 		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, reason, "VMI %s runs on node %s", current.Name, current.Status.NodeName)
 	}
 	setCondition(cvm, isov1.ConditionReady, ok, reason, msg)
-	return false, nil
+	if !ok {
+		return nil, nil
+	}
+	return current, nil
 }
 
 // rtBinding reads the RT-NIC's NetworkAttachmentDefinition to tell SR-IOV from bridge.

@@ -19,6 +19,11 @@ func setCondition(cvm *isov1.CrawlerVM, typ string, ok bool, reason, message str
 	if ok {
 		status = metav1.ConditionTrue
 	}
+	setConditionStatus(cvm, typ, status, reason, message)
+}
+
+// setConditionStatus sets one condition, which may also be Unknown. It does no I/O.
+func setConditionStatus(cvm *isov1.CrawlerVM, typ string, status metav1.ConditionStatus, reason, message string) {
 	if len(message) > maxMessage {
 		message = message[:maxMessage-3] + "..."
 	}

@@ -56,7 +56,10 @@ func run(m *testing.M) int {
 	if err != nil {
 		panic(err)
 	}
-	if err := controllers.NewCrawlerVMReconciler(mgr, 4).SetupWithManager(mgr); err != nil {
+	r := controllers.NewCrawlerVMReconciler(mgr, 4)
+	// A short grace lets the Job controller time a probe out within a test.
+	r.Probes.Image, r.Probes.Grace = "isochron/rtprobe:test", 2*time.Second
+	if err := r.SetupWithManager(mgr); err != nil {
 		panic(err)
 	}
 	done := make(chan error)
@@ -139,7 +142,13 @@ func withRTNIC(network string) cvmOption {
 // operator, never sleeping in its place.
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	eventuallyWithin(t, 30*time.Second, what, cond)
+}
+
+// eventuallyWithin is eventually with its own deadline.
+func eventuallyWithin(t *testing.T, limit time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
 	last := ""
 	for time.Now().Before(deadline) {
 		ok, state := cond()

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"flag"
 	"os"
+	"time"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,6 +19,7 @@ import (
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/controllers"
+	"isochron.io/isochron/internal/probe"
 )
 
 // Scheme holds every API type the manager reads or writes.
@@ -35,6 +37,8 @@ func main() {
 	var metricsAddr, probeAddr string
 	var leaderElect, secureMetrics, enableHTTP2 bool
 	var concurrency, qps, burst int
+	var probeImage string
+	var probeGrace, probeTTL time.Duration
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address of the metrics endpoint (\"0\" disables it).")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader, so that only one replica places crawlers at a time.")
@@ -43,6 +47,9 @@ func main() {
 	flag.IntVar(&concurrency, "max-concurrent-reconciles", 4, "CrawlerVMs reconciled at once (placement decisions among them are serialised).")
 	flag.IntVar(&qps, "kube-api-qps", 50, "Requests per second to the API server (each placement decision reads every crawler).")
 	flag.IntVar(&burst, "kube-api-burst", 100, "Burst of requests to the API server.")
+	flag.StringVar(&probeImage, "probe-image", probe.DefaultImage, "The rtprobe image the probe Jobs run.")
+	flag.DurationVar(&probeGrace, "probe-grace", 5*time.Minute, "Time a probe Job gets beyond spec.probe.duration to start and report before it is failed as timed out.")
+	flag.DurationVar(&probeTTL, "probe-ttl", time.Hour, "How long finished probe Jobs and their pods (with logs) are kept.")
 	opts := zap.Options{Development: false}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -70,7 +77,9 @@ func main() {
 		setupLog.Error(err, "Unable to create manager")
 		os.Exit(1)
 	}
-	if err := controllers.NewCrawlerVMReconciler(mgr, concurrency).SetupWithManager(mgr); err != nil {
+	r := controllers.NewCrawlerVMReconciler(mgr, concurrency)
+	r.Probes = probe.Options{Image: probeImage, Grace: probeGrace, TTL: probeTTL}
+	if err := r.SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Unable to set up controller", "controller", "CrawlerVM")
 		os.Exit(1)
 	}

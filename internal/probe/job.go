@@ -62,6 +62,9 @@ const (
 	multusResourceName = "k8s.v1.cni.cncf.io/resourceName"
 )
 
+// DefaultImage is the rtprobe image of this release (`make docker-build` builds it).
+const DefaultImage = "isochron/rtprobe:v0.1.0"
+
 // Options are the operator-wide probe settings.
 type Options struct {
 	// Image is the rtprobe image.

@@ -1,6 +1,7 @@
 // Package testenv starts the real control plane the integration tests run on: a
 // kube-apiserver and etcd (envtest, binaries built by `make envtest-bins`) with the CRDs
-// of isochron, KubeVirt and Multus, and kube-controller-manager's garbage collector.
+// of isochron, KubeVirt and Multus, and kube-controller-manager's garbage collector and
+// Job controllers.
 package testenv
 
 import (
@@ -70,10 +71,10 @@ func Start(root string) (*Env, error) {
 		e.Stop()
 		return nil, err
 	}
-	stopGC, err := startGarbageCollector(env)
+	stopGC, err := startControllers(env)
 	if err != nil {
 		e.Stop()
-		return nil, fmt.Errorf("starting the garbage collector: %w", err)
+		return nil, fmt.Errorf("starting kube-controller-manager: %w", err)
 	}
 	e.stop = append(e.stop, stopGC)
 	return e, nil
@@ -86,10 +87,14 @@ func (e *Env) Stop() {
 	}
 }
 
-// startGarbageCollector runs kube-controller-manager (built by `make envtest-bins` next
-// to kube-apiserver) with only its garbage collector, which deletes a CrawlerVM's VMI
-// through its owner reference and which envtest does not start.
-func startGarbageCollector(env *envtest.Environment) (func(), error) {
+// startControllers runs kube-controller-manager (built by `make envtest-bins` next to
+// kube-apiserver), which envtest does not start, with the controllers isochron relies on:
+// the garbage collector (owner references delete a CrawlerVM's VMI, Service and probe
+// Jobs), the Job controller (a probe Job's pods, its completion, failure and active
+// deadline), the TTL-after-finished controller, and the service account controller (a
+// namespace's default ServiceAccount, which pods need). No kubelet runs: tests set pod
+// statuses as the kubelet would.
+func startControllers(env *envtest.Environment) (func(), error) {
 	path := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kube-controller-manager")
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("%w: run `make envtest-bins`", err)
@@ -114,7 +119,7 @@ func startGarbageCollector(env *envtest.Environment) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(path, "--kubeconfig", kc, "--controllers", "garbagecollector",
+	cmd := exec.Command(path, "--kubeconfig", kc, "--controllers", "garbagecollector,job,ttl-after-finished,serviceaccount",
 		"--leader-elect=false", "--secure-port=0", "--use-service-account-credentials=false")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {

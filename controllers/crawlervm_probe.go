@@ -1,0 +1,219 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/probe"
+	"isochron.io/isochron/internal/render"
+)
+
+// jobNameLabel is the label the Job controller puts on a Job's pods.
+const jobNameLabel = "batch.kubernetes.io/job-name"
+
+// runProbes keeps the crawler's probe gateway Service, records the result of a probe
+// Job that finished, cancels a probe of an outdated spec or VMI, starts the probe that
+// is due, and sets SLOConfirmed. running is the crawler's VMI when it runs the current
+// spec, else nil. It returns when to look again for the next scheduled probe.
+func (r *CrawlerVMReconciler) runProbes(ctx context.Context, cvm *isov1.CrawlerVM, running *kubevirtv1.VirtualMachineInstance) (time.Duration, error) {
+	if err := r.ensureProbeService(ctx, cvm); err != nil {
+		return 0, err
+	}
+	jobs := &batchv1.JobList{}
+	if err := r.List(ctx, jobs, client.InNamespace(cvm.Namespace), client.MatchingLabels(probe.Selector(cvm))); err != nil {
+		return 0, fmt.Errorf("listing probe Jobs: %w", err)
+	}
+	st := probe.State{Now: time.Now(), Last: cvm.Status.LastProbe}
+	if running != nil {
+		st.VMIUID = string(running.UID)
+	}
+	if err := r.recordFinished(ctx, cvm, jobs.Items); err != nil {
+		return 0, err
+	}
+	st.Last = cvm.Status.LastProbe
+	var active []*batchv1.Job
+	for i := range jobs.Items {
+		if j := &jobs.Items[i]; ownedBy(j, cvm) {
+			if done, _, _, _ := probe.Finished(j); !done {
+				active = append(active, j)
+			}
+		}
+	}
+	if len(active) > 0 {
+		a := active[0]
+		run, _ := probe.RunOf(a)
+		st.Active = &probe.Active{Name: a.Name, Run: run, Deleting: !a.DeletionTimestamp.IsZero()}
+	}
+
+	d, err := probe.Next(cvm, st)
+	if err != nil {
+		if !apimeta.IsStatusConditionPresentAndEqual(cvm.Status.Conditions, isov1.ConditionSLOConfirmed, metav1.ConditionFalse) {
+			r.Recorder.Event(cvm, corev1.EventTypeWarning, isov1.ReasonInvalidSchedule, err.Error())
+		}
+		setConditionStatus(cvm, isov1.ConditionSLOConfirmed, metav1.ConditionFalse, isov1.ReasonInvalidSchedule, err.Error())
+		return 0, nil
+	}
+	switch {
+	case d.Cancel:
+		a := active[0]
+		// Foreground: the Job stays (and counts as active) until its pod is gone, so
+		// the next probe never overlaps it.
+		if err := r.Delete(ctx, a, client.PropagationPolicy(metav1.DeletePropagationForeground), client.Preconditions{UID: &a.UID}); client.IgnoreNotFound(err) != nil {
+			return 0, fmt.Errorf("cancelling probe Job %s: %w", a.Name, err)
+		}
+		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, "ProbeCancelled", "Cancelled probe Job %s: it measured spec generation %d of VMI %s, which no longer runs", a.Name, st.Active.Run.Generation, st.Active.Run.VMIUID)
+		probeRuns.WithLabelValues("Cancelled").Inc()
+		st.Active.Deleting = true
+	case d.Start != nil:
+		name, err := r.startProbe(ctx, cvm, *d.Start, running)
+		if err != nil {
+			return 0, err
+		}
+		if name != "" {
+			st.Active = &probe.Active{Name: name, Run: *d.Start}
+		}
+	}
+	status, reason, msg := probe.Condition(cvm, st)
+	setConditionStatus(cvm, isov1.ConditionSLOConfirmed, status, reason, msg)
+	return d.After, nil
+}
+
+// recordFinished turns the newest probe Job that finished since status.lastProbe into
+// status.lastProbe, an Event and metrics.
+func (r *CrawlerVMReconciler) recordFinished(ctx context.Context, cvm *isov1.CrawlerVM, jobs []batchv1.Job) error {
+	last := cvm.Status.LastProbe
+	var newest *batchv1.Job
+	for i := range jobs {
+		j := &jobs[i]
+		if done, _, _, _ := probe.Finished(j); !done || !ownedBy(j, cvm) {
+			continue
+		}
+		if last != nil && (j.Name == last.Job || j.CreationTimestamp.Before(&last.StartTime)) {
+			continue
+		}
+		if newest == nil || newest.CreationTimestamp.Before(&j.CreationTimestamp) {
+			newest = j
+		}
+	}
+	if newest == nil {
+		return nil
+	}
+	// The Job finished after its pod did; read the pod from the API server, not from a
+	// cache that may not have seen its final status yet.
+	pods := &corev1.PodList{}
+	if err := r.APIReader.List(ctx, pods, client.InNamespace(cvm.Namespace), client.MatchingLabels{jobNameLabel: newest.Name}); err != nil {
+		return fmt.Errorf("reading the pod of probe Job %s: %w", newest.Name, err)
+	}
+	res := probe.Outcome(cvm, newest, probe.TerminationMessage(pods.Items), time.Now())
+	cvm.Status.LastProbe = &res
+	probeRuns.WithLabelValues(string(res.Verdict)).Inc()
+	kind := corev1.EventTypeWarning
+	if res.Verdict == isov1.VerdictConfirmed {
+		kind = corev1.EventTypeNormal
+	}
+	r.Recorder.Eventf(cvm, kind, "Probe"+string(res.Verdict), "Probe Job %s: %s", newest.Name, res.Message)
+	return nil
+}
+
+// startProbe creates the Job of run unless a probe Job of the crawler still exists on
+// the API server (the cache may lag a Job just created); it returns the Job's name, or
+// "" when it waits.
+func (r *CrawlerVMReconciler) startProbe(ctx context.Context, cvm *isov1.CrawlerVM, run probe.Run, vmi *kubevirtv1.VirtualMachineInstance) (string, error) {
+	existing := &batchv1.JobList{}
+	if err := r.APIReader.List(ctx, existing, client.InNamespace(cvm.Namespace), client.MatchingLabels(probe.Selector(cvm))); err != nil {
+		return "", fmt.Errorf("listing probe Jobs: %w", err)
+	}
+	for i := range existing.Items {
+		j := &existing.Items[i]
+		if done, _, _, _ := probe.Finished(j); !done && ownedBy(j, cvm) {
+			return "", nil
+		}
+	}
+	target, err := r.probeTarget(ctx, cvm, vmi)
+	if err != nil {
+		return "", err
+	}
+	job := probe.Job(cvm, run, target, r.Probes)
+	if err := r.Create(ctx, job); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return "", nil // a run is never repeated under its name; it is recorded or running
+		}
+		return "", fmt.Errorf("creating probe Job %s: %w", job.Name, err)
+	}
+	what := "the interval error at the probe gateway"
+	if target.IP != "" {
+		what += " and round trips to the RT-NIC at " + target.IP
+	}
+	r.Recorder.Eventf(cvm, corev1.EventTypeNormal, "ProbeStarted", "Started probe Job %s (%s): measures %s for %s", job.Name, run.Trigger, what, probe.ProbeDuration(cvm))
+	return job.Name, nil
+}
+
+// probeTarget is the RT-NIC's network and the VM's address on it, as the VMI reports it.
+func (r *CrawlerVMReconciler) probeTarget(ctx context.Context, cvm *isov1.CrawlerVM, vmi *kubevirtv1.VirtualMachineInstance) (probe.Target, error) {
+	if cvm.Spec.RTNIC == nil {
+		return probe.Target{}, nil
+	}
+	key := render.NetworkKey(cvm)
+	nad := &nadv1.NetworkAttachmentDefinition{}
+	if err := r.Get(ctx, key, nad); err != nil {
+		return probe.Target{}, fmt.Errorf("reading NetworkAttachmentDefinition %s: %w", key, err)
+	}
+	t := probe.Target{Network: probe.NetworkRefOf(key.Namespace, key.Name, nad.Annotations)}
+	for _, ifc := range vmi.Status.Interfaces {
+		if ifc.Name == render.NetworkRT && ifc.IP != "" {
+			t.IP = ifc.IP
+		}
+	}
+	return t, nil
+}
+
+// ensureProbeService applies the crawler's probe gateway Service when it is missing or
+// differs from what isochron wants.
+func (r *CrawlerVMReconciler) ensureProbeService(ctx context.Context, cvm *isov1.CrawlerVM) error {
+	want := probe.Service(cvm)
+	have := &corev1.Service{}
+	err := r.Get(ctx, client.ObjectKeyFromObject(want), have)
+	switch {
+	case err == nil:
+		if !ownedBy(have, cvm) {
+			return nil // not ours: the condition below would not help; startProbe still works
+		}
+		if equality.Semantic.DeepEqual(have.Spec.Selector, want.Spec.Selector) && portsMatch(have.Spec.Ports, want.Spec.Ports) {
+			return nil
+		}
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("reading probe Service %s: %w", want.Name, err)
+	}
+	u, err := render.Unstructured(want)
+	if err != nil {
+		return err
+	}
+	if err := r.Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying probe Service %s: %w", want.Name, err)
+	}
+	return nil
+}
+
+func portsMatch(have, want []corev1.ServicePort) bool {
+	if len(have) != len(want) {
+		return false
+	}
+	for i := range want {
+		if have[i].Name != want[i].Name || have[i].Port != want[i].Port || have[i].TargetPort != want[i].TargetPort || have[i].Protocol != want[i].Protocol {
+			return false
+		}
+	}
+	return true
+}
