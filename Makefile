@@ -11,6 +11,11 @@ KUBEVIRT_VERSION ?= v1.8.4
 CONTROLLER_TOOLS_VERSION ?= v0.19.0
 KUSTOMIZE_VERSION ?= v5.7.1
 
+# Images (make docker-build, docker-save): the tags of the manager and rtprobe images.
+VERSION ?= v0.1.0
+IMG ?= isochron/manager:$(VERSION)
+PROBE_IMG ?= isochron/rtprobe:$(VERSION)
+
 LOCALBIN := $(shell pwd)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
@@ -58,7 +63,7 @@ verify-generated: manifests generate ## Regenerate; under CI (CI=true) fail if t
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests of the pure core, the CLIs and the probes (no API server).
-	$(GO) test ./internal/... ./api/... ./cmd/... ./probes/...
+	$(GO) test ./internal/... ./api/... ./cmd/... ./probes/... ./build/...
 
 .PHONY: test-integration
 test-integration: envtest-bins ## Run the operator against a real kube-apiserver and etcd (envtest) with the real CRDs.
@@ -83,10 +88,10 @@ demo: $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd ## Start a local c
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager, isochronctl and rtprobe (static) into bin/.
-	$(GO) build -o $(LOCALBIN)/manager ./cmd/manager
-	$(GO) build -o $(LOCALBIN)/isochronctl ./cmd/isochronctl
-	CGO_ENABLED=0 $(GO) build -o $(LOCALBIN)/rtprobe ./cmd/rtprobe
+build: ## Build the manager, isochronctl and rtprobe static (CGO_ENABLED=0, -trimpath) into bin/, as the images ship them.
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(LOCALBIN)/manager ./cmd/manager
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(LOCALBIN)/isochronctl ./cmd/isochronctl
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(LOCALBIN)/rtprobe ./cmd/rtprobe
 
 ##@ Deployment
 
@@ -118,3 +123,4 @@ include hack/make/kubevirt.mk
 include hack/make/multus.mk
 include hack/make/probes.mk
 include hack/make/probes-interval.mk
+include hack/make/docker.mk

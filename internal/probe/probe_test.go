@@ -1,6 +1,8 @@
 package probe
 
 import (
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -484,5 +486,28 @@ func TestCondition(t *testing.T) {
 				t.Errorf("Condition = %s/%s, want %s/%s", status, reason, tc.status, tc.reason)
 			}
 		})
+	}
+}
+
+// The probe image the operator runs by default is the one `make docker-build` tags and
+// the one config/manager passes, so one VERSION in the Makefile moves all three.
+func TestDefaultImageMatchesTheRelease(t *testing.T) {
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^VERSION \?= (\S+)$`).FindSubmatch(mk)
+	if m == nil {
+		t.Fatal("no VERSION ?= in the Makefile")
+	}
+	if want := "isochron/rtprobe:" + string(m[1]); DefaultImage != want {
+		t.Errorf("DefaultImage = %q, want %q (Makefile VERSION)", DefaultImage, want)
+	}
+	manifest, err := os.ReadFile("../../config/manager/manager.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(manifest), "--probe-image="+DefaultImage) {
+		t.Errorf("config/manager/manager.yaml does not pass --probe-image=%s", DefaultImage)
 	}
 }
