@@ -89,8 +89,11 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 	st := &statusWriter{Client: r.Client, before: cvm.DeepCopy()}
 	defer func() {
-		if err := st.persist(ctx, cvm); err != nil && reterr == nil {
-			reterr = err
+		if err := st.persist(ctx, cvm); err != nil {
+			if reterr == nil {
+				reterr = err
+			}
+			return
 		}
 		observe(cvm)
 	}()
@@ -113,6 +116,7 @@ type statusWriter struct {
 }
 
 func (w *statusWriter) persist(ctx context.Context, cvm *isov1.CrawlerVM) error {
+	setProgress(cvm)
 	if equality.Semantic.DeepEqual(w.before.Status, cvm.Status) {
 		return nil
 	}
@@ -126,6 +130,9 @@ func (w *statusWriter) persist(ctx context.Context, cvm *isov1.CrawlerVM) error 
 // SetupWithManager registers the reconciler and what it watches.
 func (r *CrawlerVMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &isov1.CrawlerVM{}, indexRTNetwork, rtNetworkIndex); err != nil {
+		return err
+	}
+	if err := registerNodeCollector(r, mgr.Elected()); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).

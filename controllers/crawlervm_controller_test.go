@@ -174,7 +174,7 @@ func TestSteadyStateWritesNothing(t *testing.T) {
 	})
 	// The first probe runs and confirms the SLO.
 	_, pod := waitForProbePod(t, c)
-	finishPod(t, pod, 0, probeReport(t, 200_000, 2100, 0, 0))
+	finishPod(t, pod, 0, probeReport(t, 200_000, 2100, 0, 0, 0))
 	waitForSLO(t, c, metav1.ConditionTrue, isov1.ReasonSLOMet)
 	get(t, vmi)
 	before := c.ResourceVersion

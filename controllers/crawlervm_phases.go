@@ -51,6 +51,7 @@ func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, s
 			return false, nil
 		}
 	}
+	began := time.Now()
 	inv, err := r.gather(ctx, r.APIReader)
 	if err != nil {
 		return true, err
@@ -58,6 +59,12 @@ func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, s
 	held := cvm.Status.Placement
 	placedNow := apimeta.IsStatusConditionTrue(cvm.Status.Conditions, isov1.ConditionPlaced)
 	d := placement.NewPlanner(inv.nodes, inv.residents).Place(inventory.Request(cvm))
+	placementDuration.Observe(time.Since(began).Seconds())
+	result := "placed"
+	if !d.Placed() {
+		result = "unschedulable"
+	}
+	placementDecisions.WithLabelValues(result).Inc()
 	cvm.Status.ObservedGeneration = cvm.Generation
 	want := d.Sizing
 	if !d.Placed() {

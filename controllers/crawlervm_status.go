@@ -51,3 +51,34 @@ func readiness(vmi *kubevirtv1.VirtualMachineInstance) (ok bool, reason, message
 		return false, isov1.ReasonVMIPending, fmt.Sprintf("VMI %s is %s", vmi.Name, vmi.Status.Phase)
 	}
 }
+
+// setProgress derives the kstatus conditions Reconciling and Stalled ("abnormal-true":
+// present only while True) from Placed and Ready, so that Flux, Argo CD and
+// `kubectl wait` read a crawler's health the standard way: Reconciling while it is
+// being placed or its VMI starts, Stalled when it cannot get there without a change
+// (no node fits, its network is missing, its VMI failed), neither once Ready.
+// SLOConfirmed is an observation of a running crawler and does not change them.
+func setProgress(cvm *isov1.CrawlerVM) {
+	conds := &cvm.Status.Conditions
+	placed := meta.FindStatusCondition(*conds, isov1.ConditionPlaced)
+	ready := meta.FindStatusCondition(*conds, isov1.ConditionReady)
+	stalled, reconciling := (*metav1.Condition)(nil), (*metav1.Condition)(nil)
+	switch {
+	case placed != nil && placed.Status == metav1.ConditionFalse:
+		stalled = placed
+	case ready != nil && ready.Status == metav1.ConditionTrue:
+	case ready != nil && (ready.Reason == isov1.ReasonVMIFailed || ready.Reason == isov1.ReasonRTNetworkNotFound || ready.Reason == isov1.ReasonInvalid):
+		stalled = ready
+	case ready != nil:
+		reconciling = ready
+	default:
+		reconciling = &metav1.Condition{Reason: "Placing", Message: "choosing a node"}
+	}
+	for typ, from := range map[string]*metav1.Condition{isov1.ConditionStalled: stalled, isov1.ConditionReconciling: reconciling} {
+		if from == nil {
+			meta.RemoveStatusCondition(conds, typ)
+			continue
+		}
+		setConditionStatus(cvm, typ, metav1.ConditionTrue, from.Reason, from.Message)
+	}
+}

@@ -110,15 +110,16 @@ func finishPod(t *testing.T, pod *corev1.Pod, exitCode int32, message string) {
 
 // probeReport is a report of n intervals with the given error at the objective and, if
 // sent > 0, round trips of which late missed the deadline.
-func probeReport(t *testing.T, n int64, atUs float64, sent, late int64) string {
+func probeReport(t *testing.T, n int64, atUs float64, over, sent, late int64) string {
 	t.Helper()
 	now := time.Now().UTC()
 	r := report.Report{Version: report.Version, Start: now.Add(-10 * time.Second), End: now, Objective: 99.999}
 	r.Interval = &gateway.Result{
-		Summary:     stats.Summary{Metric: gateway.Metric, Unit: "us", Count: n, Min: 3, P50: 150, P99: 900, P999: 1500, P99999: atUs, Max: atUs},
-		Requests:    n,
-		Counts:      interval.Counts{Arrivals: n, Points: 400, Intervals: n},
-		AtObjective: &atUs,
+		Summary:       stats.Summary{Metric: gateway.Metric, Unit: "us", Count: n, Min: 3, P50: 150, P99: 900, P999: 1500, P99999: atUs, Max: atUs},
+		Requests:      n,
+		Counts:        interval.Counts{Arrivals: n, Points: 400, Intervals: n},
+		AtObjective:   &atUs,
+		OverTolerance: &over,
 	}
 	if sent > 0 {
 		at := 1800.0
@@ -234,7 +235,7 @@ func TestProbeJobConfirmsTheSLO(t *testing.T) {
 
 	// The probe reports; the Job completes; the result lands in status, the condition,
 	// an Event and the metrics.
-	finishPod(t, pod, 0, probeReport(t, 200_000, 2100, 200_000, 1))
+	finishPod(t, pod, 0, probeReport(t, 200_000, 2100, 1, 200_000, 1))
 	waitForSLO(t, c, metav1.ConditionTrue, isov1.ReasonSLOMet)
 	lp := c.Status.LastProbe
 	if lp == nil || lp.Job != job.Name || lp.Verdict != isov1.VerdictConfirmed || lp.ObservedGeneration != c.Generation || lp.CompletionTime == nil {
@@ -262,6 +263,16 @@ func TestProbeJobConfirmsTheSLO(t *testing.T) {
 	}
 	if v, ok := gauge(t, "isochron_crawler_measured_interval_error_seconds", map[string]string{"namespace": ns, "name": "probed", "quantile": "objective"}); !ok || v != 0.0021 {
 		t.Errorf("measured interval error at the objective = %v (present %v), want 0.0021", v, ok)
+	}
+	// 1 of 200,000 intervals over the tolerance, 2 allowed at 99.999%: half the budget left.
+	if v, ok := gauge(t, "isochron_crawler_error_budget_remaining_ratio", labels); !ok || v < 0.4999 || v > 0.5001 {
+		t.Errorf("isochron_crawler_error_budget_remaining_ratio = %v (present %v), want 0.5", v, ok)
+	}
+	if v, ok := gauge(t, "isochron_crawler_probe_intervals_total", labels); !ok || v != 200_000 {
+		t.Errorf("isochron_crawler_probe_intervals_total = %v (present %v), want 200000", v, ok)
+	}
+	if v, ok := gauge(t, "isochron_crawler_probe_intervals_over_tolerance_total", labels); !ok || v != 1 {
+		t.Errorf("isochron_crawler_probe_intervals_over_tolerance_total = %v (present %v), want 1", v, ok)
 	}
 	// One probe for one start: nothing more runs.
 	if jobs := probeJobs(t, c); len(jobs) != 1 {
@@ -305,7 +316,7 @@ func apimetaMessage(c *isov1.CrawlerVM, typ string) string {
 func TestRefutedProbe(t *testing.T) {
 	c, _ := runningCrawler(t, namespace(t), "late", "")
 	_, pod := waitForProbePod(t, c)
-	finishPod(t, pod, 0, probeReport(t, 200_000, 14_200, 0, 0))
+	finishPod(t, pod, 0, probeReport(t, 200_000, 14_200, 50, 0, 0))
 	waitForSLO(t, c, metav1.ConditionFalse, isov1.ReasonSLORefuted)
 	if msg := apimetaMessage(c, isov1.ConditionSLOConfirmed); !strings.Contains(msg, "p99.999 interval error 14.2ms exceeds the 10ms tolerance") {
 		t.Errorf("SLOConfirmed message %q does not give the measured figure against the budget", msg)

@@ -190,6 +190,13 @@ const (
 	ConditionPlaced = "Placed"
 	// ConditionSLOConfirmed is True when the last probe measured the SLO as met.
 	ConditionSLOConfirmed = "SLOConfirmed"
+	// ConditionReconciling is present (True) while the crawler is being placed or its
+	// VMI is starting or being replaced: kstatus reads it as InProgress.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is present (True) while the crawler cannot reach Ready without a
+	// change (no node fits, its network is missing, its VMI failed): kstatus reads it as
+	// Failed.
+	ConditionStalled = "Stalled"
 )
 
 // Condition reasons of a CrawlerVM.
@@ -299,6 +306,9 @@ type MeasuredIntervalError struct {
 	AtObjective metav1.Duration `json:"atObjective"`
 	// max is the largest interval error.
 	Max metav1.Duration `json:"max"`
+	// overTolerance is the number of intervals whose error exceeded the tolerance.
+	// +optional
+	OverTolerance *int64 `json:"overTolerance,omitempty"`
 }
 
 // MeasuredRoundTrips is what a probe measured of round trips to a crawler's RT-NIC.
@@ -325,7 +335,8 @@ type CrawlerVMStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions are Ready, Placed and SLOConfirmed.
+	// conditions are Ready, Placed and SLOConfirmed, and the kstatus conditions
+	// Reconciling and Stalled (present only while True).
 	// +optional
 	// +listType=map
 	// +listMapKey=type

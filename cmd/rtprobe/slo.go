@@ -46,6 +46,7 @@ func runSLO(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	period := fs.Duration("period", time.Second, "each point's request period")
 	delay := fs.Duration("delay", 10*time.Millisecond, "emulated one-way WAN delay before each gateway answer")
 	objective := fs.Float64("objective", 99.999, "percentile the atObjective figures are taken at")
+	tolerance := fs.Duration("tolerance", 0, "interval error above which an interval counts in overTolerance (0: not counted)")
 	duration := fs.Duration("duration", 0, "how long to measure (required)")
 	var rc rtt.Config
 	fs.StringVar(&rc.Target, "rtt-target", "", "HOST:PORT of the crawler's RT-NIC echo service; empty: no round trips")
@@ -58,7 +59,7 @@ func runSLO(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *duration <= 0 {
 		return usageError(fs, fmt.Errorf("--duration must be positive, got %s", *duration))
 	}
-	g, err := gateway.New(gateway.Config{Delay: *delay, Period: *period, Objective: *objective})
+	g, err := gateway.New(gateway.Config{Delay: *delay, Period: *period, Objective: *objective, Tolerance: *tolerance})
 	if err != nil {
 		return usageError(fs, err)
 	}

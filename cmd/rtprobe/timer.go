@@ -34,17 +34,19 @@ func init() {
 
 func runTimer(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs, asJSON := newFlagSet("timer", stderr)
-	cfg := timer.Config{LockMemory: true}
+	cfg := timer.Config{LockMemory: true, HoldDMALatency: true}
 	fs.DurationVar(&cfg.Interval, "interval", time.Millisecond, "time between wake-ups")
 	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "how long to measure")
 	fs.IntVar(&cfg.Priority, "priority", 0, "SCHED_FIFO priority 1..99 (0: normal scheduling); needs CAP_SYS_NICE")
 	fs.IntVar(&cfg.CPU, "cpu", -1, "pin the measuring thread to this CPU (-1: no pinning)")
+	defaultSystem := fs.Bool("default-system", false, "leave /dev/cpu_dma_latency alone (like cyclictest --default-system); by default it is held at 0 while measuring, as cyclictest does")
 	mode := fs.String("mode", string(timer.Periodic), "periodic: targets on the grid start+k*interval (cyclictest's default); "+
 		"oneshot: each target is the previous wake-up + interval (like cyclictest -r)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
 	cfg.Mode = timer.Mode(*mode)
+	cfg.HoldDMALatency = !*defaultSystem
 	if err := cfg.Validate(); err != nil {
 		return usageError(fs, err)
 	}

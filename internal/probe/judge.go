@@ -138,7 +138,7 @@ func Judge(cvm *isov1.CrawlerVM, rep report.Report) (isov1.ProbeVerdict, string,
 		ie = &isov1.MeasuredIntervalError{
 			Intervals: iv.Count, Missing: iv.Missing,
 			P50: dur(micros(iv.P50)), P99: dur(micros(iv.P99)), P99999: dur(micros(iv.P99999)),
-			AtObjective: dur(at), Max: dur(micros(iv.Max)),
+			AtObjective: dur(at), Max: dur(micros(iv.Max)), OverTolerance: iv.OverTolerance,
 		}
 		switch {
 		case at > tol:

@@ -52,6 +52,9 @@ type Config struct {
 	// Objective, if > 0, is a percentile (for example 99.999) whose interval error the
 	// result also reports as atObjective.
 	Objective float64
+	// Tolerance, if > 0, is the interval error above which an interval counts as over
+	// tolerance (reported as overTolerance).
+	Tolerance time.Duration
 	// Log, if set, receives one line per request: "unix_us point".
 	Log io.Writer
 	// Now returns the time; time.Now if nil.
@@ -66,6 +69,7 @@ type Gateway struct {
 	tracker  *interval.Tracker
 	rec      *stats.Recorder
 	requests int64
+	over     int64
 	log      *bufio.Writer
 
 	registry  *prometheus.Registry
@@ -155,6 +159,9 @@ func (g *Gateway) Observe(point string, atUs int64) {
 		return
 	}
 	g.rec.Record(o.ErrorUs)
+	if g.cfg.Tolerance > 0 && o.ErrorUs > g.cfg.Tolerance.Microseconds() {
+		g.over++
+	}
 	g.histogram.Observe(float64(o.ErrorUs) / 1e6)
 }
 
@@ -166,6 +173,9 @@ type Result struct {
 	// AtObjective is the interval error at Config.Objective, in microseconds (absent
 	// without an objective).
 	AtObjective *float64 `json:"atObjective,omitempty"`
+	// OverTolerance is the number of intervals whose error exceeded Config.Tolerance
+	// (absent without a tolerance); gaps count, as their error is at least a period.
+	OverTolerance *int64 `json:"overTolerance,omitempty"`
 }
 
 // Result returns the summary so far and flushes the log.
@@ -180,6 +190,10 @@ func (g *Gateway) Result() (Result, error) {
 	if g.cfg.Objective > 0 {
 		v := g.rec.Quantile(g.cfg.Objective)
 		res.AtObjective = &v
+	}
+	if g.cfg.Tolerance > 0 {
+		over := g.over
+		res.OverTolerance = &over
 	}
 	return res, err
 }

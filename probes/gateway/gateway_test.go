@@ -67,6 +67,33 @@ func TestObserveRecordsIntervalErrorsAndLog(t *testing.T) {
 	}
 }
 
+func TestOverToleranceAndObjective(t *testing.T) {
+	g, err := New(Config{Period: time.Second, Tolerance: time.Millisecond, Objective: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Errors: 300 us, a gap (999,700 us), 0, a duplicate (999,990 us).
+	for _, a := range []struct {
+		point string
+		at    int64
+	}{
+		{"1", 10_000_000}, {"2", 10_500_000}, {"1", 11_000_300}, {"2", 11_500_000}, {"1", 13_000_000}, {"2", 11_500_010},
+	} {
+		g.Observe(a.point, a.at)
+	}
+	res, _ := g.Result()
+	if res.OverTolerance == nil || *res.OverTolerance != 2 {
+		t.Errorf("overTolerance = %v, want 2 (the gap and the duplicate)", res.OverTolerance)
+	}
+	if res.AtObjective == nil || *res.AtObjective != 300 {
+		t.Errorf("atObjective (p50) = %v, want 300", res.AtObjective)
+	}
+	plain, _ := New(Config{Period: time.Second})
+	if r, _ := plain.Result(); r.OverTolerance != nil || r.AtObjective != nil {
+		t.Errorf("without tolerance and objective: overTolerance %v atObjective %v, want both absent", r.OverTolerance, r.AtObjective)
+	}
+}
+
 func TestHandler(t *testing.T) {
 	now := time.UnixMicro(1_000_000)
 	g, err := New(Config{Period: time.Second, Now: func() time.Time { return now }})

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"sync/atomic"
@@ -55,6 +56,11 @@ type Config struct {
 	Mode Mode
 	// LockMemory calls mlockall(MCL_CURRENT|MCL_FUTURE) for the measurement.
 	LockMemory bool
+	// HoldDMALatency writes 0 to /dev/cpu_dma_latency and holds it open for the
+	// measurement, as cyclictest does unless --default-system: idle CPUs then stay in
+	// their shallowest state (on a haltpoll guest: poll instead of halting to the
+	// hypervisor), which is how real-time hosts are tuned.
+	HoldDMALatency bool
 }
 
 // Validate reports the first field that makes c unusable, in words a person can act on.
@@ -125,6 +131,15 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 	}
 
+	if cfg.HoldDMALatency {
+		release, err := holdDMALatency()
+		if err != nil {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("holding /dev/cpu_dma_latency at 0: %v; idle CPUs may wake up slower", err))
+		} else {
+			defer release()
+		}
+	}
+
 	gc := debug.SetGCPercent(-1)
 	defer debug.SetGCPercent(gc)
 	runtime.GC() // start with a clean heap; nothing in the loop allocates.
@@ -139,6 +154,21 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	err := <-done
 	res.Interrupted = ctx.Err() != nil
 	return res, err
+}
+
+// holdDMALatency asks the kernel's PM QoS for a CPU wake-up latency of 0 us until release
+// closes the file.
+func holdDMALatency() (release func(), err error) {
+	f, err := os.OpenFile("/dev/cpu_dma_latency", os.O_WRONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	var zero [4]byte // a 32-bit 0, in the kernel's byte order (any order: it is 0)
+	if _, err := f.Write(zero[:]); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { _ = f.Close() }, nil
 }
 
 // measure runs on a locked OS thread.

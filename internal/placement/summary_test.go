@@ -1,0 +1,33 @@
+package placement
+
+import (
+	"testing"
+)
+
+func TestSummarize(t *testing.T) {
+	busy := rtNode("b-busy", 18) // 16 allocatable
+	busy.HeldExclusiveMilli = 1000
+	res := []Resident{
+		resident("bms/dedicated", "b-busy", spec(1000)),
+		resident("bms/shared", "b-busy", spec(100, shared)),
+		resident("bms/elsewhere", "gone", spec(100)), // on a node that no longer exists
+	}
+	got := Summarize([]Node{busy, rtNode("a-idle", 10)}, res)
+	if len(got) != 2 || got[0].Node != "a-idle" || got[1].Node != "b-busy" {
+		t.Fatalf("Summarize = %+v, want a-idle then b-busy", got)
+	}
+	idle := got[0]
+	if idle.ExclusiveMilli != 0 || idle.FreeMilli != 8000 || idle.Crawlers != 0 || idle.WorstPredicted != 0 {
+		t.Errorf("idle node %+v, want nothing held, 8 CPUs free", idle)
+	}
+	d := res[0].Sizing
+	s := res[1].Sizing
+	b := got[1]
+	wantExclusive := 1000 + int64(d.HostCPUs)*1000
+	if b.ExclusiveMilli != wantExclusive || b.FreeMilli != 16000-wantExclusive-s.CPURequestMilli || b.Crawlers != 2 {
+		t.Errorf("busy node %+v, want %d exclusive, %d free, 2 crawlers", b, wantExclusive, 16000-wantExclusive-s.CPURequestMilli)
+	}
+	if b.WorstPredicted <= 0 {
+		t.Errorf("busy node worst prediction %s, want > 0", b.WorstPredicted)
+	}
+}
