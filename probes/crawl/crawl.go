@@ -33,8 +33,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"strconv"
 	"sync"
@@ -131,6 +129,9 @@ func (cfg *Config) Validate() (Schedule, error) {
 	if _, err := PointURL(cfg.Target, 0); err != nil {
 		return Schedule{}, err
 	}
+	if u, _ := url.Parse(cfg.Target); u.Scheme != "http" || u.Host == "" {
+		return Schedule{}, fmt.Errorf("--target must be an http:// URL with a host, got %q", cfg.Target)
+	}
 	return Schedule{Points: cfg.Points, Period: cfg.Period}, nil
 }
 
@@ -149,12 +150,17 @@ type Result struct {
 type job struct {
 	url       string
 	scheduled time.Time
+	// reused is set when the request went out on a connection already open.
+	reused bool
 }
 
+// worker is one connection and the goroutine that reads its answers.
 type worker struct {
-	lateness, response *stats.Recorder
-	sent, errors       int64
-	firstErr           string
+	conn     *conn
+	pending  chan job
+	response *stats.Recorder
+	errors   int64
+	firstErr string
 }
 
 func (w *worker) fail(err error) {
@@ -171,34 +177,43 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	target, _ := url.Parse(cfg.Target)
+	// Request URIs (path and query) of every point, built before the clock starts.
 	urls := make([]string, cfg.Points)
 	for i := range urls {
-		urls[i], _ = PointURL(cfg.Target, i)
+		u, _ := PointURL(cfg.Target, i)
+		pu, _ := url.Parse(u)
+		urls[i] = pu.RequestURI()
 	}
-	transport := &http.Transport{
-		MaxConnsPerHost:     cfg.Conns,
-		MaxIdleConns:        cfg.Conns,
-		MaxIdleConnsPerHost: cfg.Conns,
-		IdleConnTimeout:     90 * time.Second,
-	}
-	defer transport.CloseIdleConnections()
-	client := &http.Client{Transport: transport, Timeout: cfg.Timeout}
 
-	jobs := make(chan job) // unbuffered: a busy pool blocks the scheduler, visibly late
+	// Connections free for a request; the scheduler takes one at each scheduled instant
+	// (or waits, visibly late, when all are busy), writes the request itself and hands
+	// the connection to its goroutine, which reads the answer and frees it again.
+	idle := make(chan *worker, cfg.Conns)
 	workers := make([]*worker, cfg.Conns)
 	var wg sync.WaitGroup
 	for k := range workers {
-		w := &worker{lateness: stats.NewRecorder(), response: stats.NewRecorder()}
+		c, err := newConn(target, cfg.Timeout)
+		if err != nil {
+			return Result{}, err
+		}
+		w := &worker{response: stats.NewRecorder(), conn: c, pending: make(chan job, 1)}
 		workers[k] = w
+		idle <- w
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for j := range jobs {
-				w.do(client, j)
+			defer c.close()
+			for j := range w.pending {
+				w.receive(j)
+				idle <- w
 			}
 		}()
 	}
 
+	lateness := stats.NewRecorder()
+	var sent, sendErrors int64
+	var firstSendErr string
 	total := sched.Count(cfg.Duration)
 	// Scheduled instants as Go times (for lateness) and as CLOCK_MONOTONIC
 	// readings (for the absolute sleeps), from one starting point.
@@ -214,52 +229,57 @@ loop:
 			}
 			monoclock.SleepUntil(startMono+int64(off), 100*time.Millisecond)
 		}
-		at := start.Add(off)
+		var w *worker
 		select {
-		case jobs <- job{url: urls[sched.Point(j)], scheduled: at}:
-			scheduled++
+		case w = <-idle:
 		case <-ctx.Done():
 			break loop
 		}
+		scheduled++
+		jb := job{url: urls[sched.Point(j)], scheduled: start.Add(off), reused: w.conn.open()}
+		err := w.conn.send(jb.url)
+		lateness.Record(time.Since(jb.scheduled).Microseconds())
+		sent++
+		if err != nil {
+			sendErrors++
+			if firstSendErr == "" {
+				firstSendErr = fmt.Sprintf("GET %s: %v", jb.url, err)
+			}
+			idle <- w
+			continue
+		}
+		w.pending <- jb
 	}
-	close(jobs)
+	for _, w := range workers {
+		close(w.pending)
+	}
 	wg.Wait()
 
-	lat, resp := stats.NewRecorder(), stats.NewRecorder()
-	res := Result{Scheduled: scheduled, Points: cfg.Points}
+	resp := stats.NewRecorder()
+	res := Result{Scheduled: scheduled, Points: cfg.Points, Sent: sent, Errors: sendErrors, FirstError: firstSendErr}
 	for _, w := range workers {
-		lat.Merge(w.lateness)
 		resp.Merge(w.response)
-		res.Sent += w.sent
 		res.Errors += w.errors
 		if res.FirstError == "" {
 			res.FirstError = w.firstErr
 		}
 	}
+	lat := lateness
 	res.SendLateness = lat.Summary("send-lateness")
 	res.ResponseTime = resp.Summary("response-time")
 	return res, nil
 }
 
-func (w *worker) do(client *http.Client, j job) {
-	req, err := http.NewRequest(http.MethodGet, j.url, nil)
+// receive reads the answer to j and records its response time from the schedule.
+func (w *worker) receive(j job) {
+	status, err := w.conn.receive(j.url, j.reused)
 	if err != nil {
-		w.fail(err)
+		w.fail(fmt.Errorf("GET %s: %w", j.url, err))
 		return
 	}
-	sent := time.Now()
-	w.lateness.Record(sent.Sub(j.scheduled).Microseconds())
-	w.sent++
-	resp, err := client.Do(req)
-	if err != nil {
-		w.fail(err)
-		return
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close()
 	w.response.Record(time.Since(j.scheduled).Microseconds())
-	if resp.StatusCode/100 != 2 {
-		w.fail(fmt.Errorf("GET %s: %s", j.url, resp.Status))
+	if status/100 != 2 {
+		w.fail(fmt.Errorf("GET %s: status %d", j.url, status))
 	}
 }
 

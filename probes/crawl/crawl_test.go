@@ -17,6 +17,12 @@ limitations under the License.
 package crawl
 
 import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sync"
 	"testing"
 	"time"
 
@@ -112,6 +118,8 @@ func TestValidate(t *testing.T) {
 		"no duration":                    {cfg: Config{Target: "http://h/", RPS: 10, Period: time.Second, Conns: 1}, wantErr: true},
 		"no conns":                       {cfg: Config{Target: "http://h/", RPS: 10, Period: time.Second, Duration: time.Second}, wantErr: true},
 		"zero period":                    {cfg: Config{Target: "http://h/", RPS: 10, Duration: time.Second, Conns: 1}, wantErr: true},
+		"https target":                   {cfg: Config{Target: "https://h/", RPS: 10, Period: time.Second, Duration: time.Second, Conns: 1}, wantErr: true},
+		"no host":                        {cfg: Config{Target: "/index.html", RPS: 10, Period: time.Second, Duration: time.Second, Conns: 1}, wantErr: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -124,5 +132,56 @@ func TestValidate(t *testing.T) {
 				t.Errorf("points = %d, want %d", s.Points, tc.wantPoints)
 			}
 		})
+	}
+}
+
+// The worker's own HTTP/1.1 connection keeps alive, follows a server that closes, and
+// dials again when a kept connection was closed while idle.
+func TestConnKeepAliveAndReconnect(t *testing.T) {
+	var mu sync.Mutex
+	var remotes []string
+	closeNext := false
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		remotes = append(remotes, r.RemoteAddr)
+		if closeNext {
+			w.Header().Set("Connection", "close")
+			closeNext = false
+		}
+		mu.Unlock()
+		_, _ = io.WriteString(w, r.URL.Query().Get("point"))
+	}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	c, err := newConn(u, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	get := func(i int) {
+		t.Helper()
+		uri := fmt.Sprintf("/?point=%d", i)
+		reused := c.open()
+		if err := c.send(uri); err != nil {
+			t.Fatalf("request %d: send: %v", i, err)
+		}
+		status, err := c.receive(uri, reused)
+		if err != nil || status != 200 {
+			t.Fatalf("request %d: status %d, err %v", i, status, err)
+		}
+	}
+	get(0)
+	get(1) // same connection
+	mu.Lock()
+	closeNext = true
+	mu.Unlock()
+	get(2) // the server closes after answering
+	get(3) // a new connection
+	srv.CloseClientConnections()
+	get(4) // the kept connection was closed while idle: dialled again
+	mu.Lock()
+	defer mu.Unlock()
+	if remotes[0] != remotes[1] || remotes[1] != remotes[2] || remotes[2] == remotes[3] || remotes[3] == remotes[4] {
+		t.Errorf("connections used: %v; want 0-2 on one, 3 on a second, 4 on a third", remotes)
 	}
 }
