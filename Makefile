@@ -66,8 +66,8 @@ test-unit: ## Run the unit tests of the pure core, the CLIs and the probes (no A
 	$(GO) test ./internal/... ./api/... ./cmd/... ./probes/... ./build/...
 
 .PHONY: test-integration
-test-integration: envtest-bins ## Run the operator against a real kube-apiserver and etcd (envtest) with the real CRDs.
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test ./controllers/... ./test/integration/... -count=1 -timeout 20m
+test-integration: envtest-bins $(KUSTOMIZE) ## Run the operator against a real kube-apiserver and etcd (envtest) with the real CRDs; install config/default and run the manager binary (test/deploy).
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) KUSTOMIZE=$(KUSTOMIZE) $(GO) test ./controllers/... ./test/integration/... ./test/deploy/... -count=1 -timeout 20m
 
 .PHONY: test-admission
 test-admission: ## Judge every rendered VMI with KubeVirt's own admission code (module test/kubevirt).

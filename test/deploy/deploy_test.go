@@ -1,0 +1,419 @@
+// Package deploy tests isochron as a user installs it, on a real kube-apiserver and etcd:
+// `config/default` (built by the pinned kustomize) and `config/samples` pass a
+// server-side dry-run and are installed; the manager binary runs with the
+// ServiceAccount and RBAC of config/default (so a missing permission fails here); its
+// metrics endpoint answers an authorised scrape and refuses others; and re-applying the
+// samples after the operator reconciled them changes nothing (no drift for GitOps).
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/testenv"
+)
+
+const (
+	root          = "../.."
+	systemNS      = "isochron-system"
+	managerSA     = "isochron-controller-manager"
+	metricsReader = "isochron-metrics-reader"
+	// applier is the field manager of the "user" (kubectl apply --server-side).
+	applier = "kubectl"
+)
+
+var (
+	env         *testenv.Env
+	metricsAddr string
+	managerLog  = &syncBuffer{}
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if os.Getenv("KUSTOMIZE") == "" {
+		fmt.Fprintln(os.Stderr, "KUSTOMIZE is not set: run these tests with `make test-integration`, which builds the pinned kustomize into bin/")
+		return 1
+	}
+	var err error
+	if env, err = testenv.Start(root); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer env.Stop()
+	return m.Run()
+}
+
+// objects are the documents of a kustomize build, in order.
+func build(t *testing.T, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	out, err := exec.Command(os.Getenv("KUSTOMIZE"), "build", filepath.Join(root, dir)).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("kustomize build %s: %v\n%s", dir, err, ee.Stderr)
+		}
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
+	var objs []*unstructured.Unstructured
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("decoding kustomize build %s: %v", dir, err)
+		}
+		if len(u.Object) > 0 {
+			objs = append(objs, u)
+		}
+	}
+	return objs
+}
+
+// apply applies objs with server-side apply as field manager applier; namespaces are
+// created for real first, since a dry-run object cannot live in a dry-run namespace.
+func apply(t *testing.T, objs []*unstructured.Unstructured, dryRun bool) {
+	t.Helper()
+	ctx := context.Background()
+	for _, o := range objs {
+		if o.GetKind() == "Namespace" {
+			ns := o.DeepCopy()
+			if err := env.Client.Patch(ctx, ns, client.Apply, client.FieldOwner(applier), client.ForceOwnership); err != nil {
+				t.Fatalf("applying Namespace %s: %v", o.GetName(), err)
+			}
+		}
+	}
+	for _, o := range objs {
+		if o.GetKind() == "Namespace" {
+			continue
+		}
+		opts := []client.PatchOption{client.FieldOwner(applier), client.ForceOwnership}
+		if dryRun {
+			opts = append(opts, client.DryRunAll)
+		}
+		if err := env.Client.Patch(ctx, o.DeepCopy(), client.Apply, opts...); err != nil {
+			t.Errorf("applying %s %s/%s (dry run %v): %v", o.GetKind(), o.GetNamespace(), o.GetName(), dryRun, err)
+		}
+	}
+}
+
+// The whole install in one test, in the order a user goes: dry run, install, run the
+// manager as its ServiceAccount, apply the samples, scrape, re-apply.
+func TestInstallRunScrapeReapply(t *testing.T) {
+	ctx := context.Background()
+	def := build(t, "config/default")
+	kinds := map[string]bool{}
+	for _, o := range def {
+		kinds[o.GetKind()] = true
+	}
+	for _, k := range []string{"CustomResourceDefinition", "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service"} {
+		if !kinds[k] {
+			t.Errorf("config/default has no %s", k)
+		}
+	}
+	samples := build(t, "config/samples")
+
+	// A broken manifest fails here.
+	apply(t, def, true)
+	apply(t, samples, true)
+	if t.Failed() {
+		t.FailNow()
+	}
+	apply(t, def, false)
+
+	// The manager binary, as the Deployment runs it, with the ServiceAccount's token.
+	kubeconfig := serviceAccountKubeconfig(t, systemNS, managerSA)
+	stop := startManager(t, kubeconfig)
+	defer stop()
+
+	nodes(t)
+	apply(t, samples, false)
+	crawlers := []client.ObjectKey{{Namespace: "bms", Name: "tower-a"}, {Namespace: "bms", Name: "campus-b"}, {Namespace: "bms", Name: "annex-c"}}
+	for _, key := range crawlers {
+		waitFor(t, "the operator to place "+key.String(), func() (bool, string) {
+			c := &isov1.CrawlerVM{}
+			if err := env.Client.Get(ctx, key, c); err != nil {
+				return false, err.Error()
+			}
+			placed := apimeta.FindStatusCondition(c.Status.Conditions, isov1.ConditionPlaced)
+			return placed != nil && placed.Status == metav1.ConditionTrue && c.Status.ObservedGeneration == c.Generation, fmt.Sprintf("%+v", placed)
+		})
+	}
+
+	t.Run("metrics need an authorised token", func(t *testing.T) {
+		// The metrics reader role, bound to a scraper's ServiceAccount, as the
+		// ServiceMonitor's Prometheus has it.
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "prometheus"}}
+		if err := env.Client.Create(ctx, sa); err != nil {
+			t.Fatal(err)
+		}
+		crb := &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "prometheus-isochron-metrics"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: metricsReader},
+			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "default", Name: "prometheus"}},
+		}
+		if err := env.Client.Create(ctx, crb); err != nil {
+			t.Fatal(err)
+		}
+		stranger := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "stranger"}}
+		if err := env.Client.Create(ctx, stranger); err != nil {
+			t.Fatal(err)
+		}
+		if code, _ := scrape(t, ""); code != http.StatusUnauthorized {
+			t.Errorf("scrape without a token: %d, want 401", code)
+		}
+		if code, _ := scrape(t, token(t, "default", "stranger")); code != http.StatusForbidden {
+			t.Errorf("scrape with an unauthorised token: %d, want 403", code)
+		}
+		promToken := token(t, "default", "prometheus")
+		var body string
+		waitFor(t, "the placement metrics on the scrape", func() (bool, string) {
+			code, b := scrape(t, promToken)
+			body = b
+			return code == http.StatusOK && strings.Contains(b, `isochron_crawler_placed{name="tower-a",namespace="bms"} 1`), fmt.Sprintf("status %d", code)
+		})
+		for _, want := range []string{
+			`isochron_crawler_predicted_interval_error_seconds{name="tower-a",namespace="bms"}`,
+			`isochron_crawler_interval_error_tolerance_seconds{name="annex-c",namespace="bms"}`,
+			`isochron_crawler_objective_ratio{name="campus-b",namespace="bms"}`,
+			`isochron_placement_decisions_total{result="placed"}`,
+			`isochron_placement_duration_seconds_bucket`,
+			`isochron_probe_runs_total{result="Confirmed"} 0`,
+			`isochron_node_exclusive_cpus{node="rt-node-1"}`,
+			`isochron_node_free_cpus{node="rt-node-2"}`,
+			`isochron_node_worst_predicted_interval_error_seconds{node="rt-node-1"}`,
+			`controller_runtime_reconcile_total{controller="crawlervm"`,
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("scrape lacks %s", want)
+			}
+		}
+	})
+
+	t.Run("re-applying the samples changes nothing", func(t *testing.T) {
+		before := versions(t, samples)
+		apply(t, samples, false)
+		after := versions(t, samples)
+		for key, v := range before {
+			if after[key] != v {
+				t.Errorf("%s: resourceVersion %s -> %s after re-applying the same file", key, v, after[key])
+			}
+		}
+		// The operator never wrote spec: the user's apply owns every spec field.
+		for _, key := range crawlers {
+			c := &isov1.CrawlerVM{}
+			if err := env.Client.Get(ctx, key, c); err != nil {
+				t.Fatal(err)
+			}
+			for _, mf := range c.ManagedFields {
+				if mf.Manager == "isochron" || strings.HasPrefix(mf.Manager, "manager") {
+					if mf.Subresource != "status" {
+						t.Errorf("%s: the operator (%s) manages fields outside status: %s", key, mf.Manager, mf.FieldsV1.Raw)
+					}
+				}
+			}
+		}
+	})
+}
+
+// versions is the resourceVersion of each of objs on the API server.
+func versions(t *testing.T, objs []*unstructured.Unstructured) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, o := range objs {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(o.GroupVersionKind())
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(o), u); err != nil {
+			t.Fatal(err)
+		}
+		out[o.GetKind()+" "+o.GetNamespace()+"/"+o.GetName()] = u.GetResourceVersion()
+	}
+	return out
+}
+
+// nodes registers the demo's RT nodes, as their kubelets would.
+func nodes(t *testing.T) {
+	t.Helper()
+	for _, n := range []struct {
+		name string
+		cpus int64
+	}{{"rt-node-1", 16}, {"rt-node-2", 8}} {
+		if err := testenv.RegisterNode(context.Background(), env.Client, testenv.RTNode(n.name, n.cpus)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// token is a token of a ServiceAccount, from the TokenRequest API.
+func token(t *testing.T, namespace, name string) string {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(context.Background(), name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(3600))}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("token of %s/%s: %v", namespace, name, err)
+	}
+	return tr.Status.Token
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// serviceAccountKubeconfig writes a kubeconfig that authenticates as the ServiceAccount.
+func serviceAccountKubeconfig(t *testing.T, namespace, name string) string {
+	t.Helper()
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["envtest"] = &clientcmdapi.Cluster{Server: env.Config.Host, CertificateAuthorityData: env.Config.CAData}
+	cfg.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: token(t, namespace, name)}
+	cfg.Contexts["sa"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "sa", Namespace: namespace}
+	cfg.CurrentContext = "sa"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// startManager builds and runs cmd/manager with the flags of config/manager and secure
+// metrics on a free loopback port.
+func startManager(t *testing.T, kubeconfig string) (stop func()) {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "manager")
+	build := exec.Command("go", "build", "-trimpath", "-o", bin, "isochron.io/isochron/cmd/manager")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the manager: %v\n%s", err, out)
+	}
+	metricsAddr = freePort(t)
+	cmd := exec.Command(bin, "--kubeconfig", kubeconfig,
+		"--leader-elect", "--leader-election-namespace="+systemNS,
+		"--metrics-bind-address="+metricsAddr, "--health-probe-bind-address="+freePort(t))
+	cmd.Stdout, cmd.Stderr = managerLog, managerLog
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stop = func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("manager log:\n%s", managerLog.String())
+		}
+		// A permission the RBAC of config/default lacks shows up as "forbidden".
+		if strings.Contains(managerLog.String(), "forbidden") {
+			t.Errorf("the manager was refused something with the RBAC of config/default:\n%s", grep(managerLog.String(), "forbidden"))
+		}
+	}
+	return stop
+}
+
+func grep(s, what string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, what) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// scrape GETs the metrics endpoint over HTTPS (the manager's self-signed certificate)
+// with the bearer token, if any.
+func scrape(t *testing.T, bearer string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, "https://"+metricsAddr+"/metrics", nil)
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// waitFor polls cond for up to a minute: waiting for the operator, not sleeping in
+// its place.
+func waitFor(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s; last seen: %s\nmanager log:\n%s", what, last, managerLog)
+}
+
+// syncBuffer is a bytes.Buffer the manager's output goroutines and the test share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
