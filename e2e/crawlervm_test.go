@@ -1,0 +1,308 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/probe"
+	"isochron.io/isochron/internal/render"
+)
+
+// Timeouts, generous for nested or software-emulated virtualisation.
+const (
+	placeTimeout  = 2 * time.Minute
+	runTimeout    = 10 * time.Minute
+	probeTimeout  = 10 * time.Minute
+	deleteTimeout = 5 * time.Minute
+)
+
+func TestDedicatedCrawlerRunsOnExclusiveCPUs(t *testing.T) {
+	ctx := context.Background()
+	ns := testNamespace(t)
+	cvm := crawler(ns, "tower", func(c *isov1.CrawlerVM) {
+		c.Spec.Probe = &isov1.Probe{Duration: &metav1.Duration{Duration: 10 * time.Second}}
+	})
+	if err := cl.Create(ctx, cvm); err != nil {
+		t.Fatalf("creating CrawlerVM: %v", err)
+	}
+
+	// Placed, then running on the placed node.
+	waitFor(t, placeTimeout, "Placed=True", func() (bool, string, error) {
+		c := condition(ctx, t, cvm, isov1.ConditionPlaced)
+		return c != nil && c.Status == metav1.ConditionTrue && cvm.Status.Placement != nil && cvm.Status.Sizing != nil,
+			fmt.Sprintf("Placed: %v", c), nil
+	})
+	node, sizing := cvm.Status.Placement.Node, *cvm.Status.Sizing
+	t.Logf("placed on %s: %d vCPUs, %d exclusive host CPUs", node, sizing.VCPUs, sizing.HostCPUs)
+
+	vmi := &kubevirtv1.VirtualMachineInstance{}
+	waitFor(t, runTimeout, "VMI Running and Ready=True", func() (bool, string, error) {
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: cvm.Name}, vmi); err != nil {
+			return false, err.Error(), client.IgnoreNotFound(err)
+		}
+		c := condition(ctx, t, cvm, isov1.ConditionReady)
+		return vmi.Status.Phase == kubevirtv1.Running && c != nil && c.Status == metav1.ConditionTrue,
+			fmt.Sprintf("VMI phase %s, Ready: %v", vmi.Status.Phase, c), nil
+	})
+	if vmi.Status.NodeName != node {
+		t.Errorf("VMI runs on %s, the CrawlerVM was placed on %s", vmi.Status.NodeName, node)
+	}
+	if cpu := vmi.Spec.Domain.CPU; cpu == nil || !cpu.DedicatedCPUPlacement || !cpu.IsolateEmulatorThread {
+		t.Errorf("VMI spec.domain.cpu = %+v, want dedicated CPUs and an isolated emulator thread", cpu)
+	}
+
+	// The exclusive CPUs, read from the cgroups: the launcher's compute container holds
+	// hostCPUs CPUs, none of them in the node's shared pool (virt-handler's cpuset).
+	launcher := launcherPod(ctx, t, vmi)
+	if launcher.Spec.NodeName != node {
+		t.Errorf("virt-launcher pod %s runs on %s, want %s", launcher.Name, launcher.Spec.NodeName, node)
+	}
+	if launcher.Status.QOSClass != corev1.PodQOSGuaranteed {
+		t.Errorf("virt-launcher pod %s has QoS %s, want Guaranteed (exclusive CPUs need it)", launcher.Name, launcher.Status.QOSClass)
+	}
+	exclusive := cpuSet(t, ns, launcher.Name, "compute")
+	shared := cpuSet(t, kubevirtNS, handlerPod(ctx, t, node).Name, "virt-handler")
+	t.Logf("compute container cpuset %v, shared pool (virt-handler) %v", exclusive, shared)
+	if len(exclusive) != int(sizing.HostCPUs) {
+		t.Errorf("compute container has %d CPUs %v, status.sizing.hostCPUs = %d", len(exclusive), exclusive, sizing.HostCPUs)
+	}
+	for _, c := range exclusive {
+		for _, s := range shared {
+			if c == s {
+				t.Errorf("CPU %d is in the crawler's cpuset %v and in the shared pool %v", c, exclusive, shared)
+			}
+		}
+	}
+
+	// A probe Job runs and its result sets SLOConfirmed (any verdict: the guest sends no
+	// crawler traffic here, so Inconclusive or Refuted are as good as Confirmed).
+	waitFor(t, probeTimeout, "SLOConfirmed set from a probe", func() (bool, string, error) {
+		c := condition(ctx, t, cvm, isov1.ConditionSLOConfirmed)
+		done := c != nil && c.Status != metav1.ConditionUnknown && cvm.Status.LastProbe != nil
+		return done, fmt.Sprintf("SLOConfirmed: %v, lastProbe: %+v", c, cvm.Status.LastProbe), nil
+	})
+	lp := cvm.Status.LastProbe
+	t.Logf("probe Job %s: verdict %s; SLOConfirmed %s", lp.Job, lp.Verdict, meta.FindStatusCondition(cvm.Status.Conditions, isov1.ConditionSLOConfirmed).Reason)
+	if lp.Job == "" || lp.Verdict == "" {
+		t.Errorf("status.lastProbe = %+v, want the Job's name and a verdict", lp)
+	}
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: probe.ServiceName(cvm)}, &corev1.Service{}); err != nil {
+		t.Errorf("probe Service %s: %v", probe.ServiceName(cvm), err)
+	}
+
+	// Deleting the CrawlerVM removes everything it created.
+	if err := cl.Delete(ctx, cvm); err != nil {
+		t.Fatalf("deleting CrawlerVM: %v", err)
+	}
+	waitFor(t, deleteTimeout, "everything deleted", func() (bool, string, error) {
+		left := leftovers(ctx, t, cvm)
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(launcher), &corev1.Pod{}); err == nil {
+			left = append(left, "pod/"+launcher.Name)
+		}
+		return len(left) == 0, fmt.Sprintf("still there: %v", left), nil
+	})
+}
+
+func TestUnplaceableCrawlerIsReportedAndCreatesNothing(t *testing.T) {
+	ctx := context.Background()
+	ns := testNamespace(t)
+	cvm := crawler(ns, "nowhere", func(c *isov1.CrawlerVM) {
+		c.Spec.Placement = &isov1.Placement{NodeSelector: map[string]string{"isochron.io/e2e": "no-such-node"}}
+	})
+	if err := cl.Create(ctx, cvm); err != nil {
+		t.Fatalf("creating CrawlerVM: %v", err)
+	}
+	waitFor(t, placeTimeout, "Placed=False and Stalled=True", func() (bool, string, error) {
+		placed := condition(ctx, t, cvm, isov1.ConditionPlaced)
+		stalled := meta.FindStatusCondition(cvm.Status.Conditions, isov1.ConditionStalled)
+		ok := placed != nil && placed.Status == metav1.ConditionFalse && stalled != nil && stalled.Status == metav1.ConditionTrue
+		return ok, fmt.Sprintf("Placed: %v, Stalled: %v", placed, stalled), nil
+	})
+	t.Logf("Placed=False: %s", meta.FindStatusCondition(cvm.Status.Conditions, isov1.ConditionPlaced).Message)
+	if cvm.Status.Placement != nil {
+		t.Errorf("status.placement = %+v, want none", cvm.Status.Placement)
+	}
+	// Nothing is created, now or a little later.
+	for i := 0; i < 8; i++ {
+		if left := leftovers(ctx, t, cvm); len(left) > 0 {
+			t.Fatalf("an unplaceable crawler created %v", left)
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// crawler builds a small dedicated CrawlerVM named name in ns.
+func crawler(ns, name string, opts ...func(*isov1.CrawlerVM)) *isov1.CrawlerVM {
+	c := &isov1.CrawlerVM{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: isov1.CrawlerVMSpec{
+			RPS:         50,
+			ErrorBudget: isov1.ErrorBudget{Tolerance: metav1.Duration{Duration: 10 * time.Millisecond}},
+			Guest:       isov1.Guest{Image: guestImage, Memory: resource.MustParse("256Mi")},
+		},
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// testNamespace creates a namespace for t, saves artifacts if t failed, and deletes it.
+func testNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "e2e-" + rand.String(6)}}
+	if err := cl.Create(context.Background(), ns); err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			saveArtifacts(t.Name(), ns.Name)
+		}
+		if !keep {
+			_ = cl.Delete(context.Background(), ns)
+		}
+	})
+	return ns.Name
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string, error)) {
+	t.Helper()
+	if err := poll(context.Background(), timeout, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// condition re-reads cvm and returns its condition of type typ.
+func condition(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM, typ string) *metav1.Condition {
+	t.Helper()
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(cvm), cvm); err != nil {
+		t.Fatalf("reading CrawlerVM: %v", err)
+	}
+	return meta.FindStatusCondition(cvm.Status.Conditions, typ)
+}
+
+// leftovers lists what isochron created for cvm and still exists: its VMI, probe Jobs
+// and probe Service.
+func leftovers(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM) []string {
+	t.Helper()
+	var left []string
+	vmis := &kubevirtv1.VirtualMachineInstanceList{}
+	if err := cl.List(ctx, vmis, client.InNamespace(cvm.Namespace), client.MatchingLabels{render.LabelCrawlerVM: cvm.Name}); err != nil {
+		t.Fatalf("listing VMIs: %v", err)
+	}
+	for _, v := range vmis.Items {
+		left = append(left, "vmi/"+v.Name)
+	}
+	jobs := &batchv1.JobList{}
+	if err := cl.List(ctx, jobs, client.InNamespace(cvm.Namespace), client.MatchingLabels(probe.Selector(cvm))); err != nil {
+		t.Fatalf("listing Jobs: %v", err)
+	}
+	for _, j := range jobs.Items {
+		left = append(left, "job/"+j.Name)
+	}
+	err := cl.Get(ctx, client.ObjectKey{Namespace: cvm.Namespace, Name: probe.ServiceName(cvm)}, &corev1.Service{})
+	switch {
+	case err == nil:
+		left = append(left, "service/"+probe.ServiceName(cvm))
+	case !apierrors.IsNotFound(err):
+		t.Fatalf("reading the probe Service: %v", err)
+	}
+	return left
+}
+
+// launcherPod returns the running virt-launcher pod of vmi.
+func launcherPod(ctx context.Context, t *testing.T, vmi *kubevirtv1.VirtualMachineInstance) *corev1.Pod {
+	t.Helper()
+	pods := &corev1.PodList{}
+	if err := cl.List(ctx, pods, client.InNamespace(vmi.Namespace), client.MatchingLabels{kubevirtv1.CreatedByLabel: string(vmi.UID)}); err != nil {
+		t.Fatalf("listing virt-launcher pods: %v", err)
+	}
+	for i := range pods.Items {
+		if pods.Items[i].Status.Phase == corev1.PodRunning {
+			return &pods.Items[i]
+		}
+	}
+	t.Fatalf("no running virt-launcher pod of VMI %s (label %s=%s)", vmi.Name, kubevirtv1.CreatedByLabel, vmi.UID)
+	return nil
+}
+
+// handlerPod returns the virt-handler pod on node: BestEffort/Burstable, so its cpuset
+// is the node's shared pool.
+func handlerPod(ctx context.Context, t *testing.T, node string) *corev1.Pod {
+	t.Helper()
+	pods := &corev1.PodList{}
+	if err := cl.List(ctx, pods, client.InNamespace(kubevirtNS), client.MatchingLabels{kubevirtv1.AppLabel: "virt-handler"}); err != nil {
+		t.Fatalf("listing virt-handler pods: %v", err)
+	}
+	for i := range pods.Items {
+		if pods.Items[i].Spec.NodeName == node {
+			return &pods.Items[i]
+		}
+	}
+	t.Fatalf("no virt-handler pod on node %s in namespace %s", node, kubevirtNS)
+	return nil
+}
+
+// cpuSet reads the CPUs a container may run on from inside it: the cgroup v2 cpuset,
+// else the v1 one, else the kernel's Cpus_allowed_list of the reading process.
+func cpuSet(t *testing.T, ns, pod, container string) []int {
+	t.Helper()
+	script := `cat /sys/fs/cgroup/cpuset.cpus.effective 2>/dev/null ||
+cat /sys/fs/cgroup/cpuset/cpuset.effective_cpus 2>/dev/null ||
+sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status`
+	args := []string{"exec", "-n", ns, pod, "-c", container, "--", "sh", "-c", script}
+	out, err := exec.Command(kubectl, args...).Output()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v%s", strings.Join(args[:6], " "), err, stderrOf(err))
+	}
+	cpus, err := parseCPUList(strings.TrimSpace(string(out)))
+	if err != nil || len(cpus) == 0 {
+		t.Fatalf("cpuset of %s/%s container %s: %q: %v", ns, pod, container, out, err)
+	}
+	return cpus
+}
+
+// parseCPUList parses the kernel's list format, "0-2,5".
+func parseCPUList(s string) ([]int, error) {
+	var cpus []int
+	for _, part := range strings.Split(s, ",") {
+		if part == "" {
+			continue
+		}
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return nil, fmt.Errorf("cpu list %q: %w", s, err)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil {
+				return nil, fmt.Errorf("cpu list %q: %w", s, err)
+			}
+		}
+		for c := a; c <= b; c++ {
+			cpus = append(cpus, c)
+		}
+	}
+	sort.Ints(cpus)
+	return cpus, nil
+}

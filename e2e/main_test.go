@@ -1,0 +1,258 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+)
+
+// Settings, from the environment (make e2e sets them from the Makefile's pins).
+var (
+	managerImage = env("E2E_IMG", "isochron/manager:v0.1.0")
+	probeImage   = env("E2E_PROBE_IMG", "isochron/rtprobe:v0.1.0")
+	guestImage   = env("E2E_GUEST_IMAGE", "quay.io/kubevirt/cirros-container-disk-demo:v1.8.4")
+	artifacts    = env("E2E_ARTIFACTS", "../bin/e2e-artifacts")
+	kustomize    = env("KUSTOMIZE", "kustomize")
+	kubectl      = env("KUBECTL", "kubectl")
+	kubevirtNS   = env("E2E_KUBEVIRT_NAMESPACE", "kubevirt")
+	// keep leaves the operator and the test namespaces in place after the run.
+	keep = os.Getenv("E2E_KEEP") != ""
+)
+
+const (
+	operatorNS  = "isochron-system"
+	operatorDep = "isochron-controller-manager"
+	fieldOwner  = client.FieldOwner("isochron-e2e")
+)
+
+// cl talks to the cluster under test.
+var cl client.Client
+
+func env(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, isov1.AddToScheme, kubevirtv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: building the scheme:", err)
+			return 1
+		}
+	}
+	cfg, err := config.GetConfig()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: no cluster: set KUBECONFIG:", err)
+		return 1
+	}
+	if cl, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: connecting to the cluster:", err)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if err := deploy(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: deploying the operator:", err)
+		saveArtifacts("deploy", "")
+		return 1
+	}
+	code := m.Run()
+	if code != 0 {
+		saveArtifacts("operator", "")
+	}
+	if !keep {
+		if err := undeploy(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: removing the operator:", err)
+		}
+	}
+	return code
+}
+
+// operatorObjects renders config/default with the images under test: the manager's
+// image and its --probe-image argument are set on the Deployment.
+func operatorObjects() ([]*unstructured.Unstructured, error) {
+	out, err := exec.Command(kustomize, "build", "../config/default").Output()
+	if err != nil {
+		return nil, fmt.Errorf("kustomize build config/default: %w%s", err, stderrOf(err))
+	}
+	var objs []*unstructured.Unstructured
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		u := &unstructured.Unstructured{}
+		if err := utilyaml.Unmarshal(doc, &u.Object); err != nil {
+			return nil, err
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if u.GetKind() == "Deployment" && u.GetName() == operatorDep {
+			if err := setImages(u); err != nil {
+				return nil, err
+			}
+		}
+		objs = append(objs, u)
+	}
+	return objs, nil
+}
+
+func setImages(u *unstructured.Unstructured) error {
+	dep := &appsv1.Deployment{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, dep); err != nil {
+		return err
+	}
+	for i := range dep.Spec.Template.Spec.Containers {
+		c := &dep.Spec.Template.Spec.Containers[i]
+		if c.Name != "manager" {
+			continue
+		}
+		c.Image = managerImage
+		for j, a := range c.Args {
+			if strings.HasPrefix(a, "--probe-image=") {
+				c.Args[j] = "--probe-image=" + probeImage
+			}
+		}
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(dep)
+	if err != nil {
+		return err
+	}
+	delete(obj, "status")
+	u.Object = obj
+	u.SetAPIVersion("apps/v1")
+	u.SetKind("Deployment")
+	return nil
+}
+
+func deploy(ctx context.Context) error {
+	objs, err := operatorObjects()
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		if err := cl.Patch(ctx, o, client.Apply, fieldOwner, client.ForceOwnership); err != nil {
+			return fmt.Errorf("applying %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+	}
+	fmt.Printf("e2e: deployed the operator (%s, probes %s); waiting for it\n", managerImage, probeImage)
+	return poll(ctx, 5*time.Minute, func() (bool, string, error) {
+		if err := cl.List(ctx, &isov1.CrawlerVMList{}); err != nil {
+			return false, "CrawlerVM API not served yet: " + err.Error(), nil
+		}
+		dep := &appsv1.Deployment{}
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: operatorNS, Name: operatorDep}, dep); err != nil {
+			return false, "", err
+		}
+		return dep.Status.AvailableReplicas > 0, fmt.Sprintf("deployment %s: %d available", operatorDep, dep.Status.AvailableReplicas), nil
+	})
+}
+
+func undeploy(ctx context.Context) error {
+	objs, err := operatorObjects()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i := len(objs) - 1; i >= 0; i-- {
+		if err := cl.Delete(ctx, objs[i]); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// poll calls cond every 2 s until it returns true, an error, or timeout passes; the
+// timeout error carries cond's last message.
+func poll(ctx context.Context, timeout time.Duration, cond func() (bool, string, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last string
+	for {
+		ok, msg, err := cond()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		last = msg
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not after %s: %s", timeout, last)
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+func stderrOf(err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && len(ee.Stderr) > 0 {
+		return ": " + strings.TrimSpace(string(ee.Stderr))
+	}
+	return ""
+}
+
+// saveArtifacts writes what explains a failure under E2E_ARTIFACTS/<name>: the
+// namespace's events and objects as YAML (when namespace is set), the nodes, and the
+// operator's log. Errors are printed, never fatal: artifacts are best effort.
+func saveArtifacts(name, namespace string) {
+	dir := filepath.Join(artifacts, strings.ReplaceAll(name, "/", "_"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: artifacts:", err)
+		return
+	}
+	dumps := map[string][]string{
+		"nodes.yaml":           {"get", "nodes", "-o", "yaml"},
+		"operator.log":         {"logs", "-n", operatorNS, "-l", "control-plane=controller-manager", "--all-containers", "--prefix", "--tail=-1"},
+		"operator-pods.yaml":   {"get", "pods", "-n", operatorNS, "-o", "yaml"},
+		"operator-events.yaml": {"get", "events", "-n", operatorNS, "-o", "yaml"},
+	}
+	if namespace != "" {
+		dumps["events.yaml"] = []string{"get", "events", "-n", namespace, "-o", "yaml"}
+		dumps["objects.yaml"] = []string{"get", "crawlervms,virtualmachineinstances,pods,jobs,services", "-n", namespace, "-o", "yaml"}
+		dumps["virt-launcher.log"] = []string{"logs", "-n", namespace, "-l", "kubevirt.io=virt-launcher", "--all-containers", "--prefix", "--tail=-1"}
+	}
+	for file, args := range dumps {
+		out, err := exec.Command(kubectl, args...).CombinedOutput()
+		if err != nil {
+			out = append(out, []byte(fmt.Sprintf("\nkubectl %s: %v\n", strings.Join(args, " "), err))...)
+		}
+		if err := os.WriteFile(filepath.Join(dir, file), out, 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: artifacts:", err)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "e2e: artifacts of %s in %s\n", name, dir)
+}

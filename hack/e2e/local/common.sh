@@ -1,0 +1,30 @@
+# shellcheck shell=bash disable=SC2034  # the variables are used by the scripts that source this file
+# Settings shared by the local e2e cluster's scripts (sourced, not run). Every value
+# can be overridden from the environment; `make e2e-local-up` passes the pinned ones.
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
+KUBE_VERSION=${KUBE_VERSION:-v1.34.3}
+KUBE_BIN=${KUBE_BIN:-$repo/bin/k8s/$KUBE_VERSION}
+STATE=${E2E_LOCAL_STATE:-$repo/bin/e2e-local}
+NODE_NAME=${E2E_LOCAL_NODE:-e2e-local}
+API_PORT=${E2E_LOCAL_API_PORT:-6443}
+ETCD_PORT=${E2E_LOCAL_ETCD_PORT:-2379}
+KUBELET_PORT=${E2E_LOCAL_KUBELET_PORT:-10250}
+# The pod sandbox image, built FROM scratch from hack/e2e/pause and never pulled.
+PAUSE_IMAGE=${E2E_LOCAL_PAUSE_IMAGE:-localhost/isochron/pause:e2e}
+POD_CIDR=${E2E_LOCAL_POD_CIDR:-10.244.0.0/24}
+SERVICE_CIDR=10.96.0.0/16
+
+RUN=$STATE/run
+LOGS=$STATE/logs
+CONTAINERD_SOCK=$STATE/containerd/containerd.sock
+KUBECONFIG_ADMIN=$STATE/admin.kubeconfig
+
+log() { echo "e2e-local: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+# alive NAME: the process recorded in $RUN/NAME.pid runs.
+alive() { [[ -f $RUN/$1.pid ]] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null; }
+
+ctr_() { ctr --address "$CONTAINERD_SOCK" --namespace k8s.io "$@"; }
+kubectl_() { "$KUBE_BIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }

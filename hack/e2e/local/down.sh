@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Stops the local e2e cluster hack/e2e/local/up.sh started: the pods' containers, then
+# kubelet, containerd, scheduler, controller-manager, API server and etcd, each by the
+# pid recorded in bin/e2e-local/run. With --purge it also deletes bin/e2e-local (the
+# next bring-up then starts from an empty etcd and fresh certificates).
+set -euo pipefail
+# shellcheck source=hack/e2e/local/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+purge=false
+[[ ${1:-} == --purge ]] && purge=true
+
+# stop NAME: SIGTERM the recorded process, SIGKILL after 20 s.
+stop() {
+  local name=$1 pid
+  alive "$name" || { rm -f "$RUN/$name.pid"; return 0; }
+  pid=$(cat "$RUN/$name.pid")
+  log "stopping $name (pid $pid)"
+  kill "$pid" 2>/dev/null || true
+  for ((i = 0; i < 20; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 1
+  done
+  kill -9 "$pid" 2>/dev/null || true
+  rm -f "$RUN/$name.pid"
+}
+
+stop kubelet
+# The pods outlive the kubelet: stop their sandboxes and containers while containerd runs.
+if alive containerd; then
+  for c in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks kill -s SIGKILL "$c" >/dev/null 2>&1 || true; done
+  sleep 1
+  for c in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks delete -f "$c" >/dev/null 2>&1 || true; done
+  for c in $(ctr_ containers ls -q 2>/dev/null); do ctr_ containers delete "$c" >/dev/null 2>&1 || true; done
+fi
+stop containerd
+stop kube-scheduler
+stop kube-controller-manager
+stop kube-apiserver
+stop etcd
+
+# Mounts the kubelet and containerd left under the state directory (volumes, rootfs,
+# the sandboxes' /dev/shm), deepest first.
+if [[ -d $STATE ]]; then
+  awk -v s="$STATE/" 'index($2, s) == 1 { print $2 }' /proc/self/mounts | sort -r |
+    while read -r m; do umount -l "$m" 2>/dev/null || true; done
+fi
+# The DNAT rule that stands in for kube-proxy (up.sh).
+iptables -t nat -S PREROUTING 2>/dev/null | grep -e "-d ${SERVICE_CIDR%.0/*}.1/32 .*--dport 443 -j DNAT" |
+  while read -r _ chain rule; do read -ra r <<<"$rule"; iptables -t nat -D "$chain" "${r[@]}" || true; done
+# The pod bridge and the pods' cgroups (empty now that their processes are gone).
+ip link delete e2elocal0 2>/dev/null || true
+for root in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
+  if [[ -d $root ]]; then find "$root" -depth -type d -exec rmdir {} \; 2>/dev/null || true; fi
+done
+
+# The kubelet's checkpoints (CPU Manager state) belong to this bring-up.
+rm -rf "$STATE/kubelet"
+if $purge; then rm -rf "$STATE"; log "removed $STATE"; fi
+log "down"

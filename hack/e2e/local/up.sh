@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# Brings up a one-node Kubernetes cluster on this machine from binaries built from Go
+# modules (bin/k8s/<version>) and Debian's containerd, runc and CNI plugins, with no
+# image pull: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd
+# and a kubelet with the static CPU Manager (reservedSystemCPUs "0"). All state, logs
+# and pid files live under bin/e2e-local/; hack/e2e/local/down.sh stops it.
+#
+# Needs root, cgroup v1 or v2, and the images archives IMAGE_ARCHIVES (space-separated
+# `docker save` archives, imported into containerd's k8s.io namespace).
+set -euo pipefail
+# shellcheck source=hack/e2e/local/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+[[ $(id -u) -eq 0 ]] || die "must run as root (kubelet and containerd manage cgroups and mounts)"
+for b in kube-apiserver etcd kube-controller-manager kube-scheduler kubelet kubectl; do
+  [[ -x $KUBE_BIN/$b ]] || die "$KUBE_BIN/$b is missing: make e2e-local-bins"
+done
+for b in containerd containerd-shim-runc-v2 runc ctr openssl; do
+  command -v "$b" >/dev/null || die "$b is missing: apt-get install -y containerd runc openssl"
+done
+[[ -x /usr/lib/cni/bridge ]] || die "/usr/lib/cni/bridge is missing: apt-get install -y containernetworking-plugins"
+
+mkdir -p "$RUN" "$LOGS" "$STATE/containerd" "$STATE/cni/net.d" "$STATE/manifests"
+node_ip=${E2E_LOCAL_NODE_IP:-$(hostname -I | awk '{print $1}')}
+[[ -n $node_ip ]] || die "cannot find this machine's IP address: set E2E_LOCAL_NODE_IP"
+
+# start NAME COMMAND...: run COMMAND in its own session, log to $LOGS/NAME.log.
+start() {
+  local name=$1
+  shift
+  if alive "$name"; then log "$name runs already (pid $(cat "$RUN/$name.pid"))"; return; fi
+  log "starting $name"
+  setsid "$@" >"$LOGS/$name.log" 2>&1 </dev/null &
+  echo $! >"$RUN/$name.pid"
+}
+
+# wait_for WHAT SECONDS COMMAND...: retry COMMAND once a second.
+wait_for() {
+  local what=$1 secs=$2
+  shift 2
+  for ((i = 0; i < secs; i++)); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    sleep 1
+  done
+  die "$what not ready after ${secs}s; see $LOGS/"
+}
+
+t0=$SECONDS
+"$repo/hack/e2e/local/certs.sh" "$STATE" "$NODE_NAME" "$node_ip" "$API_PORT"
+pki=$STATE/pki
+
+start etcd "$KUBE_BIN/etcd" --name e2e-local --data-dir "$STATE/etcd" \
+  --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+  --listen-peer-urls "http://127.0.0.1:$((ETCD_PORT + 1))" --initial-advertise-peer-urls "http://127.0.0.1:$((ETCD_PORT + 1))" \
+  --initial-cluster "e2e-local=http://127.0.0.1:$((ETCD_PORT + 1))" --unsafe-no-fsync
+wait_for etcd 30 curl -fsS "http://127.0.0.1:$ETCD_PORT/health"
+
+start kube-apiserver "$KUBE_BIN/kube-apiserver" \
+  --etcd-servers "http://127.0.0.1:$ETCD_PORT" --secure-port "$API_PORT" --advertise-address "$node_ip" \
+  --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
+  --client-ca-file "$pki/ca.crt" \
+  --kubelet-client-certificate "$pki/apiserver-kubelet-client.crt" --kubelet-client-key "$pki/apiserver-kubelet-client.key" \
+  --kubelet-preferred-address-types InternalIP,Hostname \
+  --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
+  --service-account-issuer https://kubernetes.default.svc.cluster.local \
+  --service-cluster-ip-range "$SERVICE_CIDR" --authorization-mode Node,RBAC \
+  --enable-admission-plugins NodeRestriction --allow-privileged=true --profiling=false
+wait_for kube-apiserver 90 kubectl_ get --raw /readyz
+# No kube-proxy yet: pods reach the API server through the `kubernetes` Service's
+# address (what in-cluster clients use) by one DNAT rule, removed by down.sh.
+api_dnat=(-d "${SERVICE_CIDR%.0/*}.1" -p tcp --dport 443 -j DNAT --to-destination "$node_ip:$API_PORT")
+iptables -t nat -C PREROUTING "${api_dnat[@]}" 2>/dev/null || iptables -t nat -A PREROUTING "${api_dnat[@]}"
+
+start kube-controller-manager "$KUBE_BIN/kube-controller-manager" \
+  --kubeconfig "$STATE/controller-manager.kubeconfig" \
+  --authentication-kubeconfig "$STATE/controller-manager.kubeconfig" \
+  --authorization-kubeconfig "$STATE/controller-manager.kubeconfig" \
+  --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
+  --cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key" \
+  --use-service-account-credentials --leader-elect=false --secure-port 0 \
+  --service-cluster-ip-range "$SERVICE_CIDR" --controllers '*,bootstrapsigner,tokencleaner'
+start kube-scheduler "$KUBE_BIN/kube-scheduler" \
+  --kubeconfig "$STATE/scheduler.kubeconfig" \
+  --authentication-kubeconfig "$STATE/scheduler.kubeconfig" \
+  --authorization-kubeconfig "$STATE/scheduler.kubeconfig" \
+  --leader-elect=false --bind-address 127.0.0.1 --secure-port 10259
+
+# containerd: its own root, state and socket; CRI as DEVELOPERS.md measured it
+# (restrict_oom_score_adj: the kubelet asks for scores below the caller's own).
+cat >"$STATE/containerd/config.toml" <<TOML
+version = 2
+root = "$STATE/containerd/root"
+state = "$STATE/containerd/state"
+[grpc]
+  address = "$CONTAINERD_SOCK"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$STATE/containerd/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$PAUSE_IMAGE"
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$STATE/cni/net.d"
+TOML
+cat >"$STATE/cni/net.d/10-e2e-local.conflist" <<JSON
+{
+  "cniVersion": "0.4.0",
+  "name": "e2e-local",
+  "plugins": [{
+    "type": "bridge", "bridge": "e2elocal0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+    "ipam": {"type": "host-local", "ranges": [[{"subnet": "$POD_CIDR"}]],
+             "routes": [{"dst": "0.0.0.0/0"}], "dataDir": "$STATE/cni/ipam"}
+  }]
+}
+JSON
+start containerd containerd --config "$STATE/containerd/config.toml"
+wait_for containerd 30 ctr_ version
+
+for archive in ${IMAGE_ARCHIVES:-}; do
+  log "importing $(basename "$archive") into containerd (k8s.io)"
+  ctr_ images import "$archive" >/dev/null
+done
+ctr_ images ls -q | grep -qx "$PAUSE_IMAGE" || die "containerd lacks the sandbox image $PAUSE_IMAGE: pass its archive in IMAGE_ARCHIVES"
+
+cat >"$STATE/kubelet.yaml" <<YAML
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $pki/ca.crt}
+authorization: {mode: Webhook}
+tlsCertFile: $pki/kubelet-serving.crt
+tlsPrivateKeyFile: $pki/kubelet-serving.key
+port: $KUBELET_PORT
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+containerRuntimeEndpoint: unix://$CONTAINERD_SOCK
+cgroupDriver: cgroupfs
+failCgroupV1: false
+failSwapOn: false
+cpuManagerPolicy: static
+reservedSystemCPUs: "0"
+memoryManagerPolicy: None
+topologyManagerPolicy: none
+clusterDomain: cluster.local
+resolvConf: /etc/resolv.conf
+staticPodPath: $STATE/manifests
+serializeImagePulls: false
+evictionHard: {memory.available: 100Mi, nodefs.available: 2%, imagefs.available: 2%}
+YAML
+# The static policy refuses to start when its checkpoint was written under another
+# reservation; a fresh kubelet root per bring-up keeps that simple.
+start kubelet "$KUBE_BIN/kubelet" --config "$STATE/kubelet.yaml" \
+  --kubeconfig "$STATE/kubelet.kubeconfig" --root-dir "$STATE/kubelet" \
+  --hostname-override "$NODE_NAME" --node-ip "$node_ip" --v 2
+wait_for "node $NODE_NAME" 120 kubectl_ get node "$NODE_NAME"
+kubectl_ wait --for=condition=Ready "node/$NODE_NAME" --timeout=120s >/dev/null ||
+  die "node $NODE_NAME is not Ready; see $LOGS/kubelet.log"
+wait_for "default ServiceAccount" 60 kubectl_ get serviceaccount default -n default
+
+log "cluster up in $((SECONDS - t0))s: export KUBECONFIG=$KUBECONFIG_ADMIN"
+kubectl_ get node -o wide

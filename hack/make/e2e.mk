@@ -1,0 +1,73 @@
+##@ End-to-end (docs/e2e.md)
+
+# The e2e suite (e2e/, build tag e2e) and its two clusters: kind with nested
+# virtualisation (for users; cannot run on the project's machines) and a local cluster
+# of binaries built from Go modules. Expects LOCALBIN, GO, KUBE_VERSION, ENVTEST_ASSETS,
+# KUSTOMIZE, VERSION, IMG, PROBE_IMG and the E2E_* / KIND_* pins from the main Makefile.
+E2E_ARTIFACTS ?= $(LOCALBIN)/e2e-artifacts
+E2E_LOCAL_STATE ?= $(LOCALBIN)/e2e-local
+E2E_LOCAL_IMAGES := $(E2E_LOCAL_STATE)/images
+KIND_CLUSTER ?= isochron-e2e
+KIND ?= $(LOCALBIN)/kind-$(KIND_VERSION)
+SHELLCHECK ?= shellcheck
+E2E_SHELL_SCRIPTS = $(wildcard hack/e2e/*/*.sh)
+
+.PHONY: e2e
+e2e: $(KUSTOMIZE) ## Run the e2e suite against the cluster of KUBECONFIG (KubeVirt, Multus, static CPU Manager), deploying E2E_IMG and E2E_PROBE_IMG.
+	E2E_IMG=$(IMG) E2E_PROBE_IMG=$(PROBE_IMG) E2E_ARTIFACTS=$(E2E_ARTIFACTS) KUSTOMIZE=$(KUSTOMIZE) \
+		$(GO) test -tags e2e ./e2e/... -count=1 -v -timeout 45m
+
+.PHONY: test-e2e-config
+test-e2e-config: $(KUSTOMIZE) ## Check the e2e suite compiles and the kind provider's scripts and YAML are valid (part of make test).
+	$(GO) vet -tags e2e ./e2e/...
+	$(GO) test ./e2e/... -count=1
+	@if ! command -v $(SHELLCHECK) >/dev/null; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo "shellcheck is missing: installing Debian's"; \
+			apt-get install -y --no-install-recommends shellcheck >/dev/null || { apt-get update >/dev/null && apt-get install -y --no-install-recommends shellcheck >/dev/null; }; \
+		else echo "shellcheck is missing: install it (Debian: apt-get install shellcheck)"; exit 1; fi; \
+	fi
+	$(SHELLCHECK) -x $(E2E_SHELL_SCRIPTS)
+	$(KUSTOMIZE) build hack/e2e/kind/kubevirt >/dev/null
+
+##@ End-to-end: kind with nested virtualisation (users' machines and CI, not here)
+
+.PHONY: e2e-kind
+e2e-kind: docker-build $(KIND) $(KUSTOMIZE) ## Create a kind cluster with KubeVirt and Multus, load the images, run the suite (needs Docker, kubectl, /dev/kvm or emulation).
+	KIND=$(KIND) KIND_CLUSTER=$(KIND_CLUSTER) KIND_NODE_IMAGE=$(KIND_NODE_IMAGE) \
+		KUBEVIRT_VERSION=$(KUBEVIRT_VERSION) MULTUS_VERSION=$(MULTUS_VERSION) \
+		IMG=$(IMG) PROBE_IMG=$(PROBE_IMG) KUSTOMIZE=$(KUSTOMIZE) \
+		KUBECONFIG_OUT=$(LOCALBIN)/kind-$(KIND_CLUSTER).kubeconfig hack/e2e/kind/up.sh
+	KUBECONFIG=$(LOCALBIN)/kind-$(KIND_CLUSTER).kubeconfig $(MAKE) e2e
+
+.PHONY: e2e-kind-down
+e2e-kind-down: $(KIND) ## Delete the kind cluster e2e-kind created.
+	$(KIND) delete cluster --name $(KIND_CLUSTER)
+
+$(KIND):
+	GOBIN=$(LOCALBIN) $(GO) install sigs.k8s.io/kind@$(KIND_VERSION)
+	mv $(LOCALBIN)/kind $@
+
+##@ End-to-end: local cluster from Go modules and Debian packages (stage 1)
+
+.PHONY: e2e-local-bins
+e2e-local-bins: envtest-bins $(ENVTEST_ASSETS)/kube-scheduler $(ENVTEST_ASSETS)/kubelet ## Build every Kubernetes binary the local cluster runs.
+
+.PHONY: e2e-local-images
+e2e-local-images: build ## Write the pause, rtprobe and manager images (FROM scratch, no engine) to bin/e2e-local/images.
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(LOCALBIN)/pause ./hack/e2e/pause
+	hack/e2e/local/image-archive.sh localhost/isochron/pause:e2e $(LOCALBIN)/pause $(E2E_LOCAL_IMAGES)/pause.tar
+	hack/e2e/local/image-archive.sh $(PROBE_IMG) $(LOCALBIN)/rtprobe $(E2E_LOCAL_IMAGES)/rtprobe.tar
+	hack/e2e/local/image-archive.sh $(IMG) $(LOCALBIN)/manager $(E2E_LOCAL_IMAGES)/manager.tar
+
+.PHONY: e2e-local-up
+e2e-local-up: e2e-local-bins e2e-local-images ## Start etcd, API server, controller-manager, scheduler, containerd and a kubelet (static CPU Manager) here; check a Guaranteed pod gets an exclusive CPU.
+	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) \
+		IMAGE_ARCHIVES="$(E2E_LOCAL_IMAGES)/pause.tar $(E2E_LOCAL_IMAGES)/rtprobe.tar $(E2E_LOCAL_IMAGES)/manager.tar" \
+		hack/e2e/local/up.sh
+	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) PROBE_IMG=$(PROBE_IMG) \
+		hack/e2e/local/check-exclusive-cpu.sh
+
+.PHONY: e2e-local-down
+e2e-local-down: ## Stop the local cluster (PURGE=1 also deletes bin/e2e-local).
+	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) hack/e2e/local/down.sh $(if $(PURGE),--purge)
