@@ -10,6 +10,10 @@ ETCD_VERSION ?= v3.6.5
 KUBEVIRT_VERSION ?= v1.8.4
 CONTROLLER_TOOLS_VERSION ?= v0.19.0
 KUSTOMIZE_VERSION ?= v5.7.1
+# Monitoring: promtool's Go module (hack/promtool/go.mod; v0.309.1 is Prometheus 3.9.1) and
+# the prometheus-operator API module in go.mod (its CRDs: make prometheus-operator-crds).
+PROMETHEUS_VERSION ?= v0.309.1
+PROMETHEUS_OPERATOR_VERSION ?= v0.89.0
 # e2e on kind (hack/make/e2e.mk, docs/e2e.md): kind, its node image, Multus (thick plugin).
 KIND_VERSION ?= v0.30.0
 KIND_NODE_IMAGE ?= kindest/node:v1.34.0
@@ -67,7 +71,7 @@ verify-generated: manifests generate ## Regenerate; under CI (CI=true) fail if t
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests of the pure core, the CLIs and the probes (no API server).
-	$(GO) test ./internal/... ./api/... ./cmd/... ./probes/... ./build/... ./test/health/...
+	$(GO) test ./internal/... ./api/... ./cmd/... ./probes/... ./build/... ./test/health/... ./test/monitoring/...
 
 .PHONY: test-integration
 test-integration: envtest-bins $(KUSTOMIZE) ## Run the operator against a real kube-apiserver and etcd (envtest) with the real CRDs; install config/default and run the manager binary (test/deploy).
@@ -78,7 +82,7 @@ test-admission: ## Judge every rendered VMI with KubeVirt's own admission code (
 	cd test/kubevirt && $(GO) test ./... -count=1
 
 .PHONY: test
-test: vet verify-generated test-unit test-integration test-admission test-e2e-config ## Run every test: unit, integration on a real API server, KubeVirt admission, e2e configs.
+test: vet verify-generated test-unit test-rules test-integration test-admission test-e2e-config ## Run every test: unit, Prometheus rules, integration on a real API server, KubeVirt admission, e2e configs.
 
 ##@ Demo
 
@@ -129,3 +133,4 @@ include hack/make/probes.mk
 include hack/make/probes-interval.mk
 include hack/make/docker.mk
 include hack/make/e2e.mk
+include hack/make/prometheus.mk

@@ -21,7 +21,7 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
-require github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring v0.89.0 // indirect
+require github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring v0.89.0
 
 require (
 	cel.dev/expr v0.24.0 // indirect
@@ -58,10 +58,10 @@ require (
 	github.com/openshift/custom-resource-status v1.1.2 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
-	github.com/prometheus/client_model v0.6.1 // indirect
+	github.com/prometheus/client_model v0.6.1
 	github.com/prometheus/common v0.62.0 // indirect
 	github.com/prometheus/procfs v0.15.1 // indirect
-	github.com/robfig/cron/v3 v3.0.1 // indirect
+	github.com/robfig/cron/v3 v3.0.1
 	github.com/spf13/cobra v1.9.1 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/stoewer/go-strcase v1.3.0 // indirect

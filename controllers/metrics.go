@@ -96,6 +96,10 @@ func observe(cvm *isov1.CrawlerVM) {
 	objectiveRatio.WithLabelValues(ns, name).Set(obj / 100)
 	conditionGauge(placed, cvm, isov1.ConditionPlaced)
 	conditionGauge(ready, cvm, isov1.ConditionReady)
+	// The counters exist from 0 before the first probe adds to them, so that
+	// increase() over a window sees that first probe too.
+	probeIntervals.WithLabelValues(ns, name)
+	probeIntervalsOver.WithLabelValues(ns, name)
 	countProbe(cvm)
 	if p := cvm.Status.Placement; p != nil && p.PredictedError != nil {
 		predictedError.WithLabelValues(ns, name).Set(p.PredictedError.Seconds())

@@ -1,6 +1,7 @@
 // Package testenv starts the real control plane the integration tests run on: a
 // kube-apiserver and etcd (envtest, binaries built by `make envtest-bins`) with the CRDs
-// of isochron, KubeVirt and Multus, and kube-controller-manager's garbage collector and
+// of isochron, KubeVirt, Multus and prometheus-operator (ServiceMonitor, PodMonitor,
+// PrometheusRule), and kube-controller-manager's garbage collector and
 // Job controllers.
 package testenv
 
@@ -57,6 +58,7 @@ func Start(root string) (*Env, error) {
 			filepath.Join(root, "config", "crd", "bases"),
 			filepath.Join(root, "config", "thirdparty", "kubevirt"),
 			filepath.Join(root, "config", "thirdparty", "multus"),
+			filepath.Join(root, "config", "thirdparty", "prometheus-operator"),
 		},
 		ErrorIfCRDPathMissing: true,
 		Scheme:                e.Scheme,

@@ -135,7 +135,7 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 	for _, o := range def {
 		kinds[o.GetKind()] = true
 	}
-	for _, k := range []string{"CustomResourceDefinition", "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service"} {
+	for _, k := range []string{"CustomResourceDefinition", "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "ServiceMonitor", "PodMonitor", "PrometheusRule", "ConfigMap"} {
 		if !kinds[k] {
 			t.Errorf("config/default has no %s", k)
 		}

@@ -88,7 +88,7 @@ require (
 	github.com/openshift/library-go v0.0.0-20240502143225-f71afde059ac // indirect
 	github.com/pierrec/lz4/v4 v4.1.18 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
-	github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring v0.80.1 // indirect
+	github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring v0.89.0 // indirect
 	github.com/prometheus/client_golang v1.22.0 // indirect
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.62.0 // indirect
@@ -195,3 +195,7 @@ replace (
 	kubevirt.io/api => kubevirt.io/api v1.8.4
 	kubevirt.io/client-go => kubevirt.io/client-go v1.8.4
 )
+
+// KubeVirt v1.8.4 builds against prometheus-operator's API v0.80.x; the root module's
+// v0.89.0 (its monitoring types) would otherwise be selected here and breaks it.
+replace github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring => github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring v0.80.1
