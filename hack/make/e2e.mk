@@ -48,7 +48,7 @@ $(KIND):
 	GOBIN=$(LOCALBIN) $(GO) install sigs.k8s.io/kind@$(KIND_VERSION)
 	mv $(LOCALBIN)/kind $@
 
-##@ End-to-end: local cluster from Go modules and Debian packages (stage 1)
+##@ End-to-end: local cluster from Go modules and Debian packages (stages 1 and 2)
 
 .PHONY: e2e-local-bins
 e2e-local-bins: envtest-bins $(ENVTEST_ASSETS)/kube-scheduler $(ENVTEST_ASSETS)/kubelet ## Build every Kubernetes binary the local cluster runs.
@@ -60,13 +60,33 @@ e2e-local-images: build ## Write the pause, rtprobe and manager images (FROM scr
 	hack/e2e/local/image-archive.sh $(PROBE_IMG) $(LOCALBIN)/rtprobe $(E2E_LOCAL_IMAGES)/rtprobe.tar
 	hack/e2e/local/image-archive.sh $(IMG) $(LOCALBIN)/manager $(E2E_LOCAL_IMAGES)/manager.tar
 
+# Multus' thin plugin, pinned by the separate module hack/e2e/multus (its go.mod must
+# require MULTUS_VERSION, the version the kind provider deploys).
+E2E_LOCAL_MULTUS ?= $(LOCALBIN)/multus
+
+.PHONY: e2e-local-multus
+e2e-local-multus: $(E2E_LOCAL_MULTUS) ## Build Multus' thin CNI plugin from its Go module (hack/e2e/multus/go.mod).
+
+$(E2E_LOCAL_MULTUS): hack/e2e/multus/go.mod hack/e2e/multus/go.sum
+	@grep -q 'multus-cni.v4 $(MULTUS_VERSION)$$' hack/e2e/multus/go.mod || \
+		{ echo "hack/e2e/multus/go.mod does not require multus-cni.v4 $(MULTUS_VERSION)"; exit 1; }
+	cd hack/e2e/multus && CGO_ENABLED=0 $(GO) build -trimpath -o $(abspath $@) \
+		-ldflags '-s -w -X gopkg.in/k8snetworkplumbingwg/multus-cni.v4/pkg/multus.version=$(MULTUS_VERSION)' \
+		gopkg.in/k8snetworkplumbingwg/multus-cni.v4/cmd/multus
+
 .PHONY: e2e-local-up
-e2e-local-up: e2e-local-bins e2e-local-images ## Start etcd, API server, controller-manager, scheduler, containerd and a kubelet (static CPU Manager) here; check a Guaranteed pod gets an exclusive CPU.
-	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) \
+e2e-local-up: e2e-local-bins e2e-local-images $(E2E_LOCAL_MULTUS) ## Start etcd, API server, controller-manager, scheduler, containerd (Multus as CNI) and a kubelet (static CPU Manager) here; run e2e-local-check.
+	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) MULTUS_BIN=$(abspath $(E2E_LOCAL_MULTUS)) \
 		IMAGE_ARCHIVES="$(E2E_LOCAL_IMAGES)/pause.tar $(E2E_LOCAL_IMAGES)/rtprobe.tar $(E2E_LOCAL_IMAGES)/manager.tar" \
 		hack/e2e/local/up.sh
+	$(MAKE) e2e-local-check
+
+.PHONY: e2e-local-check
+e2e-local-check: ## Check the running local cluster: a Guaranteed pod gets an exclusive CPU; Multus attaches a NAD's second network.
 	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) PROBE_IMG=$(PROBE_IMG) \
 		hack/e2e/local/check-exclusive-cpu.sh
+	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) PROBE_IMG=$(PROBE_IMG) \
+		hack/e2e/local/check-multus.sh
 
 .PHONY: e2e-local-down
 e2e-local-down: ## Stop the local cluster (PURGE=1 also deletes bin/e2e-local).

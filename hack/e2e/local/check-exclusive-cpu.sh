@@ -50,6 +50,8 @@ expand() {
   done | paste -sd' ' -
 }
 
+# A namespace of an earlier run may still be terminating: start from a fresh one.
+kubectl_ delete namespace "$ns" --ignore-not-found --timeout=120s >/dev/null
 kubectl_ create namespace "$ns" --dry-run=client -o yaml | kubectl_ apply -f - >/dev/null
 pod guaranteed '{"requests": {"cpu": "1", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "64Mi"}}' | kubectl_ apply -f - >/dev/null
 pod besteffort '{}' | kubectl_ apply -f - >/dev/null

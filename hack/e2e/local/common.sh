@@ -13,6 +13,11 @@ KUBELET_PORT=${E2E_LOCAL_KUBELET_PORT:-10250}
 # The pod sandbox image, built FROM scratch from hack/e2e/pause and never pulled.
 PAUSE_IMAGE=${E2E_LOCAL_PAUSE_IMAGE:-localhost/isochron/pause:e2e}
 POD_CIDR=${E2E_LOCAL_POD_CIDR:-10.244.0.0/24}
+# Multus' thin plugin, built from gopkg.in/k8snetworkplumbingwg/multus-cni.v4 (hack/e2e/multus).
+MULTUS_BIN=${MULTUS_BIN:-$repo/bin/multus}
+# The second network check-multus.sh attaches through a NetworkAttachmentDefinition.
+NAD_BRIDGE=e2elocal1
+NAD_CIDR=${E2E_LOCAL_NAD_CIDR:-10.245.0.0/24}
 SERVICE_CIDR=10.96.0.0/16
 
 RUN=$STATE/run

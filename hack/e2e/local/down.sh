@@ -48,8 +48,10 @@ fi
 # The DNAT rule that stands in for kube-proxy (up.sh).
 iptables -t nat -S PREROUTING 2>/dev/null | grep -e "-d ${SERVICE_CIDR%.0/*}.1/32 .*--dport 443 -j DNAT" |
   while read -r _ chain rule; do read -ra r <<<"$rule"; iptables -t nat -D "$chain" "${r[@]}" || true; done
-# The pod bridge and the pods' cgroups (empty now that their processes are gone).
+# The pod bridges (default network, check-multus.sh's second network) and the pods'
+# cgroups (empty now that their processes are gone).
 ip link delete e2elocal0 2>/dev/null || true
+ip link delete "$NAD_BRIDGE" 2>/dev/null || true
 for root in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
   if [[ -d $root ]]; then find "$root" -depth -type d -exec rmdir {} \; 2>/dev/null || true; fi
 done

@@ -2,7 +2,8 @@
 # Brings up a one-node Kubernetes cluster on this machine from binaries built from Go
 # modules (bin/k8s/<version>) and Debian's containerd, runc and CNI plugins, with no
 # image pull: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd
-# and a kubelet with the static CPU Manager (reservedSystemCPUs "0"). All state, logs
+# and a kubelet with the static CPU Manager (reservedSystemCPUs "0"); Multus' thin plugin
+# ($MULTUS_BIN, make e2e-local-multus) is the CNI, delegating to a bridge. All state, logs
 # and pid files live under bin/e2e-local/; hack/e2e/local/down.sh stops it.
 #
 # Needs root, cgroup v1 or v2, and the images archives IMAGE_ARCHIVES (space-separated
@@ -19,8 +20,9 @@ for b in containerd containerd-shim-runc-v2 runc ctr openssl; do
   command -v "$b" >/dev/null || die "$b is missing: apt-get install -y containerd runc openssl"
 done
 [[ -x /usr/lib/cni/bridge ]] || die "/usr/lib/cni/bridge is missing: apt-get install -y containernetworking-plugins"
+[[ -x $MULTUS_BIN ]] || die "$MULTUS_BIN is missing: make e2e-local-multus"
 
-mkdir -p "$RUN" "$LOGS" "$STATE/containerd" "$STATE/cni/net.d" "$STATE/manifests"
+mkdir -p "$RUN" "$LOGS" "$STATE/containerd" "$STATE/cni/net.d" "$STATE/cni/bin" "$STATE/manifests"
 node_ip=${E2E_LOCAL_NODE_IP:-$(hostname -I | awk '{print $1}')}
 [[ -n $node_ip ]] || die "cannot find this machine's IP address: set E2E_LOCAL_NODE_IP"
 
@@ -106,17 +108,35 @@ state = "$STATE/containerd/state"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
   [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
+    bin_dir = "$STATE/cni/bin"
     conf_dir = "$STATE/cni/net.d"
 TOML
-cat >"$STATE/cni/net.d/10-e2e-local.conflist" <<JSON
+# CNI: Multus' thin plugin (built from its Go module into $MULTUS_BIN, docs/e2e.md) is
+# the node's only network config; it delegates the pods' default network to the bridge
+# e2elocal0 and adds the networks of a pod's k8s.v1.cni.cncf.io/networks annotation
+# from NetworkAttachmentDefinitions, read with the admin kubeconfig. containerd finds
+# multus and Debian's plugins in one directory of links, $STATE/cni/bin.
+rm -f "$STATE/cni/net.d/10-e2e-local.conflist" # stage 1's config, before Multus
+for p in /usr/lib/cni/*; do ln -sfn "$p" "$STATE/cni/bin/$(basename "$p")"; done
+ln -sfn "$MULTUS_BIN" "$STATE/cni/bin/multus"
+cat >"$STATE/cni/net.d/00-multus.conf" <<JSON
 {
   "cniVersion": "0.4.0",
-  "name": "e2e-local",
-  "plugins": [{
-    "type": "bridge", "bridge": "e2elocal0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
-    "ipam": {"type": "host-local", "ranges": [[{"subnet": "$POD_CIDR"}]],
-             "routes": [{"dst": "0.0.0.0/0"}], "dataDir": "$STATE/cni/ipam"}
+  "name": "multus-cni-network",
+  "type": "multus",
+  "kubeconfig": "$KUBECONFIG_ADMIN",
+  "binDir": "$STATE/cni/bin",
+  "cniDir": "$STATE/cni/multus",
+  "logFile": "$LOGS/multus.log",
+  "logLevel": "verbose",
+  "delegates": [{
+    "cniVersion": "0.4.0",
+    "name": "e2e-local",
+    "plugins": [{
+      "type": "bridge", "bridge": "e2elocal0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+      "ipam": {"type": "host-local", "ranges": [[{"subnet": "$POD_CIDR"}]],
+               "routes": [{"dst": "0.0.0.0/0"}], "dataDir": "$STATE/cni/ipam"}
+    }]
   }]
 }
 JSON
@@ -166,6 +186,9 @@ wait_for "node $NODE_NAME" 120 kubectl_ get node "$NODE_NAME"
 kubectl_ wait --for=condition=Ready "node/$NODE_NAME" --timeout=120s >/dev/null ||
   die "node $NODE_NAME is not Ready; see $LOGS/kubelet.log"
 wait_for "default ServiceAccount" 60 kubectl_ get serviceaccount default -n default
+# Multus reads NetworkAttachmentDefinitions: its CRD (the operator's, config/thirdparty).
+kubectl_ apply -f "$repo/config/thirdparty/multus/networks-crd.yaml" >/dev/null
+kubectl_ wait --for=condition=Established crd/network-attachment-definitions.k8s.cni.cncf.io --timeout=60s >/dev/null
 
 log "cluster up in $((SECONDS - t0))s: export KUBECONFIG=$KUBECONFIG_ADMIN"
 kubectl_ get node -o wide
