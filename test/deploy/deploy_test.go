@@ -188,6 +188,10 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 		if err := env.Client.Create(ctx, stranger); err != nil {
 			t.Fatal(err)
 		}
+		waitFor(t, "the metrics endpoint to answer", func() (bool, string) {
+			code, msg := scrape(t, "")
+			return code != 0, msg
+		})
 		if code, _ := scrape(t, ""); code != http.StatusUnauthorized {
 			t.Errorf("scrape without a token: %d, want 401", code)
 		}
