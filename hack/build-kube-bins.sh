@@ -6,11 +6,12 @@
 #   hack/build-kube-bins.sh OUTDIR [component...]
 #
 # Components: kube-apiserver etcd kubectl (the default: what envtest needs),
-# kube-scheduler kube-controller-manager kubelet. Ones already in OUTDIR are
+# kube-scheduler kube-controller-manager kubelet kube-proxy. Ones already in OUTDIR are
 # skipped.
 #
 # The versions live in hack/kube-bins/go.mod and hack/etcd-bin/go.mod, with
-# go.sum beside them; KUBE_VERSION and ETCD_VERSION are only checked against
+# go.sum beside them (kube-proxy, for the local e2e cluster only, builds from
+# its own module hack/e2e/kube-proxy with the same pins); KUBE_VERSION and ETCD_VERSION are only checked against
 # them. Rewriting the go.mod from the env vars instead would need go.sum
 # entries nobody reviewed, so a mismatch is an error telling you to bump the
 # go.mod (or the Makefile) rather than a silent rebuild of something else.
@@ -29,6 +30,7 @@ shift
 hack=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 kube_mod=$hack/kube-bins
 etcd_mod=$hack/etcd-bin
+proxy_mod=$hack/e2e/kube-proxy
 
 # A go.work above the repo, or a developer's GOFLAGS=-mod=mod, must not let
 # the build pick other versions or rewrite go.sum (hence -mod=readonly on
@@ -54,24 +56,27 @@ esac
 
 kube_components=()
 etcd_wanted=false
+proxy_wanted=false
 for c in "$@"; do
   case $c in
     kube-apiserver | kubectl | kube-scheduler | kube-controller-manager | kubelet)
       [[ -x $outdir/$c ]] || kube_components+=("$c") ;;
+    kube-proxy) [[ -x $outdir/kube-proxy ]] || proxy_wanted=true ;;
     etcd) [[ -x $outdir/etcd ]] || etcd_wanted=true ;;
     *) die "unknown component '$c'" ;;
   esac
 done
 
 # `go list -m` reads go.mod the way the build will, blocks and all.
+# check_kube_pins [MODULE_DIR]: hack/kube-bins by default.
 check_kube_pins() {
-  local bad
-  bad=$(cd "$kube_mod" && go list -mod=readonly -m \
+  local bad mod=${1:-$kube_mod}
+  bad=$(cd "$mod" && go list -mod=readonly -m \
     -f '{{.Path}} {{.Version}}{{with .Replace}} {{.Version}}{{end}}' all |
     awk -v kv="$KUBE_VERSION" -v sv="$staging_version" '
       $1 == "k8s.io/kubernetes" && $2 != kv { print $1 " " $2 " (want " kv ")" }
       NF == 3 && $1 ~ /^k8s\.io\// && $3 != sv { print $1 " => " $3 " (want " sv ")" }')
-  [[ -z $bad ]] || die "hack/kube-bins/go.mod disagrees with KUBE_VERSION=$KUBE_VERSION:
+  [[ -z $bad ]] || die "${mod#"$hack"/}/go.mod disagrees with KUBE_VERSION=$KUBE_VERSION:
 $bad"
 }
 
@@ -84,6 +89,7 @@ check_etcd_pin() {
 
 if [[ ${#kube_components[@]} -gt 0 ]]; then check_kube_pins; fi
 if $etcd_wanted; then check_etcd_pin; fi
+if $proxy_wanted; then check_kube_pins "$proxy_mod"; fi
 
 mkdir -p "$outdir"
 outdir=$(cd "$outdir" && pwd)
@@ -92,7 +98,8 @@ outdir=$(cd "$outdir" && pwd)
 tmp=$(mktemp -d "$outdir/.build.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
-if [[ ${#kube_components[@]} -gt 0 ]]; then
+ldflags=
+if [[ ${#kube_components[@]} -gt 0 ]] || $proxy_wanted; then
   # Same -X set and -s -w -trimpath as kubernetes' hack/lib/version.sh and
   # golang.sh. The fixed buildDate keeps rebuilds byte-identical; without the
   # gitVersion/gitMajor/gitMinor values clients cannot parse /version.
@@ -102,12 +109,20 @@ if [[ ${#kube_components[@]} -gt 0 ]]; then
     ldflags+=" -X $pkg.gitMinor=$kube_minor -X $pkg.gitCommit=$kube_commit"
     ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
   done
+fi
+if [[ ${#kube_components[@]} -gt 0 ]]; then
   pkgs=()
   for c in "${kube_components[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
   echo "build-kube-bins: building ${kube_components[*]} $KUBE_VERSION into $outdir"
   # One invocation for all of them shares the compile of common packages.
   (cd "$kube_mod" && go build -mod=readonly -trimpath -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}")
   for c in "${kube_components[@]}"; do mv "$tmp/$c" "$outdir/$c"; done
+fi
+
+if $proxy_wanted; then
+  echo "build-kube-bins: building kube-proxy $KUBE_VERSION into $outdir (module hack/e2e/kube-proxy)"
+  (cd "$proxy_mod" && go build -mod=readonly -trimpath -ldflags "$ldflags" -o "$tmp/kube-proxy" k8s.io/kubernetes/cmd/kube-proxy)
+  mv "$tmp/kube-proxy" "$outdir/kube-proxy"
 fi
 
 if $etcd_wanted; then

@@ -48,10 +48,10 @@ $(KIND):
 	GOBIN=$(LOCALBIN) $(GO) install sigs.k8s.io/kind@$(KIND_VERSION)
 	mv $(LOCALBIN)/kind $@
 
-##@ End-to-end: local cluster from Go modules and Debian packages (stages 1 and 2)
+##@ End-to-end: local cluster from Go modules and Debian packages (stages 1 and 2, kube-proxy)
 
 .PHONY: e2e-local-bins
-e2e-local-bins: envtest-bins $(ENVTEST_ASSETS)/kube-scheduler $(ENVTEST_ASSETS)/kubelet ## Build every Kubernetes binary the local cluster runs.
+e2e-local-bins: envtest-bins $(ENVTEST_ASSETS)/kube-scheduler $(ENVTEST_ASSETS)/kubelet $(ENVTEST_ASSETS)/kube-proxy ## Build every Kubernetes binary the local cluster runs.
 
 .PHONY: e2e-local-images
 e2e-local-images: build ## Write the pause, rtprobe and manager images (FROM scratch, no engine) to bin/e2e-local/images.
@@ -75,18 +75,20 @@ $(E2E_LOCAL_MULTUS): hack/e2e/multus/go.mod hack/e2e/multus/go.sum
 		gopkg.in/k8snetworkplumbingwg/multus-cni.v4/cmd/multus
 
 .PHONY: e2e-local-up
-e2e-local-up: e2e-local-bins e2e-local-images $(E2E_LOCAL_MULTUS) ## Start etcd, API server, controller-manager, scheduler, containerd (Multus as CNI) and a kubelet (static CPU Manager) here; run e2e-local-check.
+e2e-local-up: e2e-local-bins e2e-local-images $(E2E_LOCAL_MULTUS) ## Start etcd, API server, controller-manager, scheduler, kube-proxy, containerd (Multus as CNI) and a kubelet (static CPU Manager) here; run e2e-local-check.
 	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) MULTUS_BIN=$(abspath $(E2E_LOCAL_MULTUS)) \
 		IMAGE_ARCHIVES="$(E2E_LOCAL_IMAGES)/pause.tar $(E2E_LOCAL_IMAGES)/rtprobe.tar $(E2E_LOCAL_IMAGES)/manager.tar" \
 		hack/e2e/local/up.sh
 	$(MAKE) e2e-local-check
 
 .PHONY: e2e-local-check
-e2e-local-check: ## Check the running local cluster: a Guaranteed pod gets an exclusive CPU; Multus attaches a NAD's second network.
+e2e-local-check: ## Check the running local cluster: a Guaranteed pod gets an exclusive CPU; Multus attaches a NAD's second network; a ClusterIP Service answers (kube-proxy).
 	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) PROBE_IMG=$(PROBE_IMG) \
 		hack/e2e/local/check-exclusive-cpu.sh
 	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) PROBE_IMG=$(PROBE_IMG) \
 		hack/e2e/local/check-multus.sh
+	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) PROBE_IMG=$(PROBE_IMG) \
+		hack/e2e/local/check-service.sh
 
 .PHONY: e2e-local-down
 e2e-local-down: ## Stop the local cluster (PURGE=1 also deletes bin/e2e-local).

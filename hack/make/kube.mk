@@ -21,5 +21,5 @@ $(ENVTEST_ASSETS)/etcd:
 	$(BUILD_KUBE_BINS) etcd
 
 # Not needed by envtest; for the e2e cluster.
-$(ENVTEST_ASSETS)/kube-scheduler $(ENVTEST_ASSETS)/kubelet:
+$(ENVTEST_ASSETS)/kube-scheduler $(ENVTEST_ASSETS)/kubelet $(ENVTEST_ASSETS)/kube-proxy:
 	$(BUILD_KUBE_BINS) $(@F)

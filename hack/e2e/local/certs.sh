@@ -52,6 +52,8 @@ cert admin "/O=system:masters/CN=isochron-e2e-admin"
 cert controller-manager "/CN=system:kube-controller-manager"
 cert scheduler "/CN=system:kube-scheduler"
 cert kubelet "/O=system:nodes/CN=system:node:$node"
+# kube-proxy: the user the bootstrap ClusterRoleBinding system:node-proxier names.
+cert kube-proxy "/CN=system:kube-proxy"
 cert kubelet-serving "/O=system:nodes/CN=system:node:$node" "DNS:$node,DNS:localhost,IP:127.0.0.1,IP:$ip"
 
 # kubeconfig NAME USER: a kubeconfig for the certificate NAME.
@@ -80,3 +82,4 @@ kubeconfig admin isochron-e2e-admin
 kubeconfig controller-manager system:kube-controller-manager
 kubeconfig scheduler system:kube-scheduler
 kubeconfig kubelet "system:node:$node"
+kubeconfig kube-proxy system:kube-proxy

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Stops the local e2e cluster hack/e2e/local/up.sh started: the pods' containers, then
-# kubelet, containerd, scheduler, controller-manager, API server and etcd, each by the
+# kubelet, containerd, kube-proxy, scheduler, controller-manager, API server and etcd, each by the
 # pid recorded in bin/e2e-local/run. With --purge it also deletes bin/e2e-local (the
 # next bring-up then starts from an empty etcd and fresh certificates).
 set -euo pipefail
@@ -34,6 +34,7 @@ if alive containerd; then
   for c in $(ctr_ containers ls -q 2>/dev/null); do ctr_ containers delete "$c" >/dev/null 2>&1 || true; done
 fi
 stop containerd
+stop kube-proxy
 stop kube-scheduler
 stop kube-controller-manager
 stop kube-apiserver
@@ -45,9 +46,18 @@ if [[ -d $STATE ]]; then
   awk -v s="$STATE/" 'index($2, s) == 1 { print $2 }' /proc/self/mounts | sort -r |
     while read -r m; do umount -l "$m" 2>/dev/null || true; done
 fi
-# The DNAT rule that stands in for kube-proxy (up.sh).
-iptables -t nat -S PREROUTING 2>/dev/null | grep -e "-d ${SERVICE_CIDR%.0/*}.1/32 .*--dport 443 -j DNAT" |
+# kube-proxy's iptables chains and rules (its own cleanup; the nftables and IPVS parts it
+# also tries may fail where nft or IPVS are missing), and the DNAT rule that stood in
+# for kube-proxy before it ran here.
+if [[ -x $KUBE_BIN/kube-proxy ]]; then
+  "$KUBE_BIN/kube-proxy" --cleanup >"$LOGS/kube-proxy-cleanup.log" 2>&1 || true
+fi
+iptables -t nat -S PREROUTING 2>/dev/null | { grep -e "-d ${SERVICE_CIDR%.0/*}.1/32 .*--dport 443 -j DNAT" || true; } |
   while read -r _ chain rule; do read -ra r <<<"$rule"; iptables -t nat -D "$chain" "${r[@]}" || true; done
+# up.sh's FORWARD rules for the pods.
+for dir in -s -d; do
+  while iptables -D FORWARD "$dir" "$POD_CIDR" -m comment --comment "isochron e2e-local pods" -j ACCEPT 2>/dev/null; do :; done
+done
 # The pod bridges (default network, check-multus.sh's second network) and the pods'
 # cgroups (empty now that their processes are gone).
 ip link delete e2elocal0 2>/dev/null || true

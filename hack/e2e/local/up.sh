@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Brings up a one-node Kubernetes cluster on this machine from binaries built from Go
 # modules (bin/k8s/<version>) and Debian's containerd, runc and CNI plugins, with no
-# image pull: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd
-# and a kubelet with the static CPU Manager (reservedSystemCPUs "0"); Multus' thin plugin
+# image pull: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy
+# (iptables mode), containerd and a kubelet with the static CPU Manager (reservedSystemCPUs "0"); Multus' thin plugin
 # ($MULTUS_BIN, make e2e-local-multus) is the CNI, delegating to a bridge. All state, logs
 # and pid files live under bin/e2e-local/; hack/e2e/local/down.sh stops it.
 #
@@ -13,10 +13,10 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 [[ $(id -u) -eq 0 ]] || die "must run as root (kubelet and containerd manage cgroups and mounts)"
-for b in kube-apiserver etcd kube-controller-manager kube-scheduler kubelet kubectl; do
+for b in kube-apiserver etcd kube-controller-manager kube-scheduler kubelet kube-proxy kubectl; do
   [[ -x $KUBE_BIN/$b ]] || die "$KUBE_BIN/$b is missing: make e2e-local-bins"
 done
-for b in containerd containerd-shim-runc-v2 runc ctr openssl; do
+for b in containerd containerd-shim-runc-v2 runc ctr openssl iptables; do
   command -v "$b" >/dev/null || die "$b is missing: apt-get install -y containerd runc openssl"
 done
 [[ -x /usr/lib/cni/bridge ]] || die "/usr/lib/cni/bridge is missing: apt-get install -y containernetworking-plugins"
@@ -68,10 +68,42 @@ start kube-apiserver "$KUBE_BIN/kube-apiserver" \
   --service-cluster-ip-range "$SERVICE_CIDR" --authorization-mode Node,RBAC \
   --enable-admission-plugins NodeRestriction --allow-privileged=true --profiling=false
 wait_for kube-apiserver 90 kubectl_ get --raw /readyz
-# No kube-proxy yet: pods reach the API server through the `kubernetes` Service's
-# address (what in-cluster clients use) by one DNAT rule, removed by down.sh.
-api_dnat=(-d "${SERVICE_CIDR%.0/*}.1" -p tcp --dport 443 -j DNAT --to-destination "$node_ip:$API_PORT")
-iptables -t nat -C PREROUTING "${api_dnat[@]}" 2>/dev/null || iptables -t nat -A PREROUTING "${api_dnat[@]}"
+# kube-proxy in iptables mode (conntrack and the iptables nat table are built into this
+# kernel) makes Services work, the `kubernetes` Service (10.96.0.1:443) included; it
+# replaces the DNAT rule of stages 1 and 2, deleted here should a run of those be left.
+iptables -t nat -S PREROUTING 2>/dev/null | { grep -e "-d ${SERVICE_CIDR%.0/*}.1/32 .*--dport 443 -j DNAT" || true; } |
+  while read -r _ chain rule; do read -ra r <<<"$rule"; iptables -t nat -D "$chain" "${r[@]}" || true; done
+# kube-proxy exits when its config file changes: write it only when its content does.
+cat >"$STATE/kube-proxy.yaml.new" <<YAML
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $STATE/kube-proxy.kubeconfig}
+mode: iptables
+hostnameOverride: $NODE_NAME
+clusterCIDR: $POD_CIDR
+bindAddress: 0.0.0.0
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+# Leave the host's conntrack sysctls alone.
+conntrack: {maxPerCore: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+nodePortAddresses: [primary]
+YAML
+if cmp -s "$STATE/kube-proxy.yaml.new" "$STATE/kube-proxy.yaml"; then
+  rm "$STATE/kube-proxy.yaml.new"
+else
+  mv "$STATE/kube-proxy.yaml.new" "$STATE/kube-proxy.yaml"
+fi
+# The filter table's FORWARD policy is DROP here (Docker's): pod -> ClusterIP -> pod is
+# routed through the bridge's gateway address and kube-proxy only accepts the packets it
+# masquerades and established ones, so accept what comes from or goes to the pods; the
+# comment lets down.sh find these rules.
+for dir in -s -d; do
+  fwd=(FORWARD "$dir" "$POD_CIDR" -m comment --comment "isochron e2e-local pods" -j ACCEPT)
+  iptables -C "${fwd[@]}" 2>/dev/null || iptables -A "${fwd[@]}"
+done
+start kube-proxy "$KUBE_BIN/kube-proxy" --config "$STATE/kube-proxy.yaml" --v 2
+kube_svc_rule() { iptables -t nat -S KUBE-SERVICES | grep -e "-d ${SERVICE_CIDR%.0/*}.1/32 .*dport 443"; }
+wait_for "kube-proxy's rule for the kubernetes Service" 60 kube_svc_rule
 
 start kube-controller-manager "$KUBE_BIN/kube-controller-manager" \
   --kubeconfig "$STATE/controller-manager.kubeconfig" \
@@ -147,7 +179,7 @@ for archive in ${IMAGE_ARCHIVES:-}; do
   log "importing $(basename "$archive") into containerd (k8s.io)"
   ctr_ images import "$archive" >/dev/null
 done
-ctr_ images ls -q | grep -qx "$PAUSE_IMAGE" || die "containerd lacks the sandbox image $PAUSE_IMAGE: pass its archive in IMAGE_ARCHIVES"
+ctr_ images ls -q | grep -x "$PAUSE_IMAGE" >/dev/null || die "containerd lacks the sandbox image $PAUSE_IMAGE: pass its archive in IMAGE_ARCHIVES"
 
 cat >"$STATE/kubelet.yaml" <<YAML
 apiVersion: kubelet.config.k8s.io/v1beta1
