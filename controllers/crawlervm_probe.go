@@ -35,21 +35,15 @@ func (r *CrawlerVMReconciler) runProbes(ctx context.Context, cvm *isov1.CrawlerV
 	if err := r.List(ctx, jobs, client.InNamespace(cvm.Namespace), client.MatchingLabels(probe.Selector(cvm))); err != nil {
 		return 0, fmt.Errorf("listing probe Jobs: %w", err)
 	}
+	active, unrecorded := probe.Sort(jobs.Items, cvm.UID, cvm.Status.LastProbe)
+	if unrecorded != nil {
+		if err := r.record(ctx, cvm, unrecorded); err != nil {
+			return 0, err
+		}
+	}
 	st := probe.State{Now: time.Now(), Last: cvm.Status.LastProbe}
 	if running != nil {
 		st.VMIUID = string(running.UID)
-	}
-	if err := r.recordFinished(ctx, cvm, jobs.Items); err != nil {
-		return 0, err
-	}
-	st.Last = cvm.Status.LastProbe
-	var active []*batchv1.Job
-	for i := range jobs.Items {
-		if j := &jobs.Items[i]; ownedBy(j, cvm) {
-			if done, _, _, _ := probe.Finished(j); !done {
-				active = append(active, j)
-			}
-		}
 	}
 	if len(active) > 0 {
 		a := active[0]
@@ -90,26 +84,8 @@ func (r *CrawlerVMReconciler) runProbes(ctx context.Context, cvm *isov1.CrawlerV
 	return d.After, nil
 }
 
-// recordFinished turns the newest probe Job that finished since status.lastProbe into
-// status.lastProbe, an Event and metrics.
-func (r *CrawlerVMReconciler) recordFinished(ctx context.Context, cvm *isov1.CrawlerVM, jobs []batchv1.Job) error {
-	last := cvm.Status.LastProbe
-	var newest *batchv1.Job
-	for i := range jobs {
-		j := &jobs[i]
-		if done, _, _, _ := probe.Finished(j); !done || !ownedBy(j, cvm) {
-			continue
-		}
-		if last != nil && (j.Name == last.Job || j.CreationTimestamp.Before(&last.StartTime)) {
-			continue
-		}
-		if newest == nil || newest.CreationTimestamp.Before(&j.CreationTimestamp) {
-			newest = j
-		}
-	}
-	if newest == nil {
-		return nil
-	}
+// record turns a finished probe Job into status.lastProbe, an Event and metrics.
+func (r *CrawlerVMReconciler) record(ctx context.Context, cvm *isov1.CrawlerVM, newest *batchv1.Job) error {
 	// The Job finished after its pod did; read the pod from the API server, not from a
 	// cache that may not have seen its final status yet.
 	pods := &corev1.PodList{}
@@ -135,11 +111,8 @@ func (r *CrawlerVMReconciler) startProbe(ctx context.Context, cvm *isov1.Crawler
 	if err := r.APIReader.List(ctx, existing, client.InNamespace(cvm.Namespace), client.MatchingLabels(probe.Selector(cvm))); err != nil {
 		return "", fmt.Errorf("listing probe Jobs: %w", err)
 	}
-	for i := range existing.Items {
-		j := &existing.Items[i]
-		if done, _, _, _ := probe.Finished(j); !done && ownedBy(j, cvm) {
-			return "", nil
-		}
+	if active, _ := probe.Sort(existing.Items, cvm.UID, nil); len(active) > 0 {
+		return "", nil
 	}
 	target, err := r.probeTarget(ctx, cvm, vmi)
 	if err != nil {

@@ -511,3 +511,46 @@ func TestDefaultImageMatchesTheRelease(t *testing.T) {
 		t.Errorf("config/manager/manager.yaml does not pass --probe-image=%s", DefaultImage)
 	}
 }
+
+func TestSort(t *testing.T) {
+	at := func(name string, minute int, owner types.UID, conds ...batchv1.JobCondition) batchv1.Job {
+		j := job(conds...)
+		j.Name, j.CreationTimestamp = name, metav1.Time{Time: t0.Add(time.Duration(minute) * time.Minute)}
+		j.OwnerReferences[0].UID = owner
+		return *j
+	}
+	complete := batchv1.JobCondition{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}
+	failed := batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue}
+	jobs := []batchv1.Job{
+		at("recorded", 0, "uid-1", complete),
+		at("older-than-last", -5, "uid-1", failed),
+		at("finished-1", 10, "uid-1", complete),
+		at("finished-2", 20, "uid-1", failed),
+		at("running-late", 40, "uid-1"),
+		at("running-early", 30, "uid-1"),
+		at("someone-elses", 50, "uid-2"),
+		at("someone-elses-done", 60, "uid-2", complete),
+	}
+	last := &isov1.ProbeResult{Job: "recorded", StartTime: metav1.Time{Time: t0}}
+	active, unrecorded := Sort(jobs, "uid-1", last)
+	if len(active) != 2 || active[0].Name != "running-early" || active[1].Name != "running-late" {
+		t.Errorf("active = %v, want running-early, running-late", names(active))
+	}
+	if unrecorded == nil || unrecorded.Name != "finished-2" {
+		t.Errorf("unrecorded = %v, want finished-2 (the newest finished after lastProbe)", unrecorded)
+	}
+	if _, u := Sort(jobs[:2], "uid-1", last); u != nil {
+		t.Errorf("unrecorded = %s, want none: only the recorded Job and an older one finished", u.Name)
+	}
+	if _, u := Sort(jobs[:1], "uid-1", nil); u == nil || u.Name != "recorded" {
+		t.Errorf("without lastProbe, unrecorded = %v, want recorded", u)
+	}
+}
+
+func names(jobs []*batchv1.Job) []string {
+	var out []string
+	for _, j := range jobs {
+		out = append(out, j.Name)
+	}
+	return out
+}
