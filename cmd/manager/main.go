@@ -4,10 +4,12 @@ package main
 import (
 	"crypto/tls"
 	"flag"
+	"fmt"
 	"os"
 	"time"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -37,7 +39,7 @@ func main() {
 	var metricsAddr, probeAddr string
 	var leaderElect, secureMetrics, enableHTTP2 bool
 	var concurrency, qps, burst int
-	var probeImage, leaderElectionNamespace string
+	var probeImage, probeCPU, leaderElectionNamespace string
 	var probeGrace, probeTTL time.Duration
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address of the metrics endpoint (\"0\" disables it).")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
@@ -51,6 +53,7 @@ func main() {
 	flag.StringVar(&probeImage, "probe-image", probe.DefaultImage, "The rtprobe image the probe Jobs run.")
 	flag.DurationVar(&probeGrace, "probe-grace", 5*time.Minute, "Time a probe Job gets beyond spec.probe.duration to start and report before it is failed as timed out.")
 	flag.DurationVar(&probeTTL, "probe-ttl", time.Hour, "How long finished probe Jobs and their pods (with logs) are kept.")
+	flag.StringVar(&probeCPU, "probe-cpu", probe.DefaultCPU.String(), "CPU request and limit of the probe pods (Guaranteed). A whole number gets exclusive CPUs under the static CPU Manager; a fraction (e.g. 200m) runs on the shared pool, for nodes too small to spare a CPU.")
 	opts := zap.Options{Development: false}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -64,6 +67,11 @@ func main() {
 	metricsOpts := metricsserver.Options{BindAddress: metricsAddr, SecureServing: secureMetrics, TLSOpts: tlsOpts}
 	if secureMetrics {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	cpu, err := parseProbeCPU(probeCPU)
+	if err != nil {
+		setupLog.Error(err, "Invalid flag")
+		os.Exit(1)
 	}
 	cfg := ctrl.GetConfigOrDie()
 	cfg.QPS, cfg.Burst = float32(qps), burst
@@ -80,7 +88,7 @@ func main() {
 		os.Exit(1)
 	}
 	r := controllers.NewCrawlerVMReconciler(mgr, concurrency)
-	r.Probes = probe.Options{Image: probeImage, Grace: probeGrace, TTL: probeTTL}
+	r.Probes = probe.Options{Image: probeImage, Grace: probeGrace, TTL: probeTTL, CPU: cpu}
 	if err := r.SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Unable to set up controller", "controller", "CrawlerVM")
 		os.Exit(1)
@@ -98,4 +106,16 @@ func main() {
 		setupLog.Error(err, "Manager stopped with an error")
 		os.Exit(1)
 	}
+}
+
+// parseProbeCPU reads --probe-cpu: a positive CPU quantity.
+func parseProbeCPU(s string) (resource.Quantity, error) {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return q, fmt.Errorf("--probe-cpu=%q is not a CPU quantity (e.g. 1, 2 or 200m): %w", s, err)
+	}
+	if q.Sign() <= 0 {
+		return q, fmt.Errorf("--probe-cpu=%q must be positive (e.g. 1, or 200m on a small test node)", s)
+	}
+	return q, nil
 }

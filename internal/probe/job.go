@@ -74,11 +74,26 @@ type Options struct {
 	Grace time.Duration
 	// TTL is how long a finished probe Job (and its pod, with its logs) is kept.
 	TTL time.Duration
+	// CPU is the probe pod's CPU request and limit; zero means DefaultCPU. A whole number
+	// gives the Guaranteed pod exclusive CPUs under the static CPU Manager; a fraction
+	// keeps it Guaranteed on the shared pool (for nodes too small to spare a CPU).
+	CPU resource.Quantity
 }
+
+// DefaultCPU is the probe pod's CPU unless Options.CPU says otherwise: one exclusive CPU,
+// so that the probe's own timing is not what it measures.
+var DefaultCPU = resource.MustParse("1")
 
 // DefaultOptions are the settings of a production manager.
 func DefaultOptions(image string) Options {
 	return Options{Image: image, Grace: 5 * time.Minute, TTL: time.Hour}
+}
+
+func (o Options) cpu() resource.Quantity {
+	if o.CPU.IsZero() {
+		return DefaultCPU.DeepCopy()
+	}
+	return o.CPU.DeepCopy()
 }
 
 // Run identifies one probe run: why, of which spec generation and which VMI, and for a
@@ -173,7 +188,7 @@ func Job(cvm *isov1.CrawlerVM, run Run, target Target, opts Options) *batchv1.Jo
 	}
 	podAnnotations := map[string]string{}
 	resources := corev1.ResourceList{
-		corev1.ResourceCPU:    resource.MustParse("1"),
+		corev1.ResourceCPU:    opts.cpu(),
 		corev1.ResourceMemory: resource.MustParse("64Mi"),
 	}
 	if cvm.Spec.RTNIC != nil && target.Network != nil {

@@ -73,6 +73,31 @@ func TestJobName(t *testing.T) {
 	}
 }
 
+func TestJobCPU(t *testing.T) {
+	run := Run{Trigger: isov1.TriggerStart, Generation: 1, VMIUID: "vmi-1"}
+	tests := map[string]struct {
+		cpu  string // Options.CPU; "" leaves it zero
+		want string
+	}{
+		"default: one exclusive CPU":       {want: "1"},
+		"two CPUs":                         {cpu: "2", want: "2"},
+		"a fraction for a small test node": {cpu: "200m", want: "200m"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			opts := Options{Image: "rtprobe", Grace: time.Minute, TTL: time.Hour}
+			if tc.cpu != "" {
+				opts.CPU = resource.MustParse(tc.cpu)
+			}
+			c := Job(crawler(), run, Target{}, opts).Spec.Template.Spec.Containers[0]
+			req, lim := c.Resources.Requests[corev1.ResourceCPU], c.Resources.Limits[corev1.ResourceCPU]
+			if req.Cmp(resource.MustParse(tc.want)) != 0 || lim.Cmp(req) != 0 {
+				t.Errorf("CPU request %s limit %s, want both %s", req.String(), lim.String(), tc.want)
+			}
+		})
+	}
+}
+
 func TestJob(t *testing.T) {
 	opts := Options{Image: "isochron/rtprobe:v0.1.0", Grace: 5 * time.Minute, TTL: time.Hour}
 	run := Run{Trigger: isov1.TriggerStart, Generation: 3, VMIUID: "vmi-1"}
