@@ -29,6 +29,7 @@ test-e2e-config: $(KUSTOMIZE) ## Check the e2e suite compiles and the kind provi
 	fi
 	$(SHELLCHECK) -x $(E2E_SHELL_SCRIPTS)
 	$(KUSTOMIZE) build hack/e2e/kind/kubevirt >/dev/null
+	$(KUSTOMIZE) build hack/e2e/local/kubevirt >/dev/null
 
 ##@ End-to-end: kind with nested virtualisation (users' machines and CI, not here)
 
@@ -48,7 +49,7 @@ $(KIND):
 	GOBIN=$(LOCALBIN) $(GO) install sigs.k8s.io/kind@$(KIND_VERSION)
 	mv $(LOCALBIN)/kind $@
 
-##@ End-to-end: local cluster from Go modules and Debian packages (stages 1 and 2, kube-proxy)
+##@ End-to-end: local cluster from Go modules and Debian packages
 
 .PHONY: e2e-local-bins
 e2e-local-bins: envtest-bins $(ENVTEST_ASSETS)/kube-scheduler $(ENVTEST_ASSETS)/kubelet $(ENVTEST_ASSETS)/kube-proxy ## Build every Kubernetes binary the local cluster runs.
@@ -74,12 +75,52 @@ $(E2E_LOCAL_MULTUS): hack/e2e/multus/go.mod hack/e2e/multus/go.sum
 		-ldflags '-s -w -X gopkg.in/k8snetworkplumbingwg/multus-cni.v4/pkg/multus.version=$(MULTUS_VERSION)' \
 		gopkg.in/k8snetworkplumbingwg/multus-cni.v4/cmd/multus
 
+# KubeVirt (stage 3): its components from the kubevirt.io/kubevirt module pinned by
+# hack/e2e/kubevirt (which must require KUBEVIRT_VERSION), libvirt and QEMU from Debian
+# (E2E_KUBEVIRT_SUITE), and the e2e guest as a containerDisk. Binaries and the Debian
+# layer are cached outside bin/e2e-local, so PURGE=1 keeps them.
+E2E_KUBEVIRT_BIN ?= $(LOCALBIN)/kubevirt-$(KUBEVIRT_VERSION)
+E2E_KUBEVIRT_SUITE ?= trixie
+E2E_KUBEVIRT_ROOTFS ?= $(LOCALBIN)/kubevirt-rootfs-$(E2E_KUBEVIRT_SUITE).tar
+E2E_KUBEVIRT_IMAGES := $(E2E_LOCAL_IMAGES)/kubevirt
+E2E_GUEST_IMG ?= localhost/isochron/e2e-guest:$(VERSION)
+E2E_KUBEVIRT_ARCHIVES = $(addprefix $(E2E_KUBEVIRT_IMAGES)/,virt-operator.tar virt-api.tar virt-controller.tar virt-handler.tar virt-launcher.tar) $(E2E_LOCAL_IMAGES)/e2e-guest.tar
+
+.PHONY: e2e-local-kubevirt-bins
+e2e-local-kubevirt-bins: $(E2E_KUBEVIRT_BIN)/kubevirt-operator.yaml ## Build KubeVirt's components and operator manifest from its Go module (cgo: gcc, libvirt-dev).
+
+$(E2E_KUBEVIRT_BIN)/kubevirt-operator.yaml: hack/e2e/kubevirt/go.mod hack/e2e/kubevirt/go.sum hack/e2e/local/build-kubevirt.sh
+	GO=$(GO) hack/e2e/local/build-kubevirt.sh $(KUBEVIRT_VERSION) $(E2E_KUBEVIRT_BIN)
+
+$(E2E_KUBEVIRT_ROOTFS): hack/e2e/local/kubevirt-rootfs.sh
+	SUITE=$(E2E_KUBEVIRT_SUITE) hack/e2e/local/kubevirt-rootfs.sh $@
+
+.PHONY: e2e-local-kubevirt-images
+e2e-local-kubevirt-images: e2e-local-kubevirt-bins $(E2E_KUBEVIRT_ROOTFS) ## Write KubeVirt's images (Debian's libvirt and QEMU) and the e2e guest's containerDisk to bin/e2e-local/images.
+	KV_BIN=$(E2E_KUBEVIRT_BIN) KV_SRC=$$(cd hack/e2e/kubevirt && GOFLAGS=-mod=mod $(GO) list -m -f '{{.Dir}}' kubevirt.io/kubevirt) \
+		ROOTFS=$(E2E_KUBEVIRT_ROOTFS) TAG=$(KUBEVIRT_VERSION) hack/e2e/local/kubevirt-images.sh $(E2E_KUBEVIRT_IMAGES)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(LOCALBIN)/e2e-guest-init ./hack/e2e/guest
+	hack/e2e/local/guest-image.sh $(E2E_GUEST_IMG) $(LOCALBIN)/e2e-guest-init $(E2E_LOCAL_IMAGES)/e2e-guest.tar $(LOCALBIN)/e2e-guest
+
 .PHONY: e2e-local-up
-e2e-local-up: e2e-local-bins e2e-local-images $(E2E_LOCAL_MULTUS) ## Start etcd, API server, controller-manager, scheduler, kube-proxy, containerd (Multus as CNI) and a kubelet (static CPU Manager) here; run e2e-local-check.
+e2e-local-up: e2e-local-bins e2e-local-images $(E2E_LOCAL_MULTUS) e2e-local-kubevirt-images ## Start etcd, API server, controller-manager, scheduler, kube-proxy, containerd (Multus as CNI), a kubelet (static CPU Manager) and KubeVirt here; run e2e-local-check.
 	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) MULTUS_BIN=$(abspath $(E2E_LOCAL_MULTUS)) \
 		IMAGE_ARCHIVES="$(E2E_LOCAL_IMAGES)/pause.tar $(E2E_LOCAL_IMAGES)/rtprobe.tar $(E2E_LOCAL_IMAGES)/manager.tar" \
 		hack/e2e/local/up.sh
 	$(MAKE) e2e-local-check
+	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) KUBEVIRT_MANIFEST=$(E2E_KUBEVIRT_BIN)/kubevirt-operator.yaml \
+		KUBEVIRT_ARCHIVES="$(E2E_KUBEVIRT_ARCHIVES)" hack/e2e/local/up-kubevirt.sh
+
+# The local node has 2 CPUs, one reserved: the probe pod gets a fraction of the shared
+# pool instead of an exclusive CPU (the manager's --probe-cpu).
+E2E_LOCAL_PROBE_CPU ?= 200m
+
+.PHONY: e2e-local
+e2e-local: ## Bring up the local cluster from scratch (all stages; e2e-local-down PURGE=1 first) and run the e2e suite on it.
+	$(MAKE) e2e-local-down PURGE=1
+	$(MAKE) e2e-local-up
+	KUBECONFIG=$(E2E_LOCAL_STATE)/admin.kubeconfig E2E_GUEST_IMAGE=$(E2E_GUEST_IMG) \
+		KUBECTL=$(ENVTEST_ASSETS)/kubectl E2E_PROBE_CPU=$(E2E_LOCAL_PROBE_CPU) $(MAKE) e2e
 
 .PHONY: e2e-local-check
 e2e-local-check: ## Check the running local cluster: a Guaranteed pod gets an exclusive CPU; Multus attaches a NAD's second network; a ClusterIP Service answers (kube-proxy).

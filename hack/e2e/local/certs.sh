@@ -54,6 +54,9 @@ cert scheduler "/CN=system:kube-scheduler"
 cert kubelet "/O=system:nodes/CN=system:node:$node"
 # kube-proxy: the user the bootstrap ClusterRoleBinding system:node-proxier names.
 cert kube-proxy "/CN=system:kube-proxy"
+# The aggregation layer's client (virt-api is an aggregated API server: it reads
+# requestheader-client-ca-file from the extension-apiserver-authentication ConfigMap).
+cert front-proxy-client "/CN=front-proxy-client"
 cert kubelet-serving "/O=system:nodes/CN=system:node:$node" "DNS:$node,DNS:localhost,IP:127.0.0.1,IP:$ip"
 
 # kubeconfig NAME USER: a kubeconfig for the certificate NAME.

@@ -38,10 +38,10 @@ cid=$(kubectl_ get pod -n "$ns" two-networks -o jsonpath='{.status.containerStat
 cid=${cid#containerd://}
 pid=$(ctr_ tasks ls | awk -v c="$cid" '$1 == c { print $2 }')
 [[ -n $pid ]] || die "no task for container $cid of pod two-networks"
-addrs=$(nsenter -t "$pid" -n ip -o -4 addr show)
+addrs=$(in_cluster nsenter -t "$pid" -n ip -o -4 addr show)
 status=$(kubectl_ get pod -n "$ns" two-networks -o jsonpath='{.metadata.annotations.k8s\.v1\.cni\.cncf\.io/network-status}')
 echo "pod $ns/two-networks (pid $pid), nsenter -n ip addr:"
-nsenter -t "$pid" -n ip addr show | sed 's/^/    /'
+in_cluster nsenter -t "$pid" -n ip addr show | sed 's/^/    /'
 echo "k8s.v1.cni.cncf.io/network-status: $status"
 
 fail=false

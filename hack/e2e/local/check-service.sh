@@ -53,7 +53,7 @@ get() {
     if [[ $where == host ]]; then
       out=$(curl -fsS --max-time 5 "$@" "$url" 2>&1) && { echo "$out"; return 0; }
     else
-      out=$(nsenter -t "$pid" -n curl -fsS --max-time 5 "$@" "$url" 2>&1) && { echo "$out"; return 0; }
+      out=$(in_cluster nsenter -t "$pid" -n curl -fsS --max-time 5 "$@" "$url" 2>&1) && { echo "$out"; return 0; }
     fi
     sleep 1
   done

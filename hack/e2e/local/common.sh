@@ -13,12 +13,19 @@ KUBELET_PORT=${E2E_LOCAL_KUBELET_PORT:-10250}
 # The pod sandbox image, built FROM scratch from hack/e2e/pause and never pulled.
 PAUSE_IMAGE=${E2E_LOCAL_PAUSE_IMAGE:-localhost/isochron/pause:e2e}
 POD_CIDR=${E2E_LOCAL_POD_CIDR:-10.244.0.0/24}
+# The pause program: the pods' sandbox image, and PID 1 of the node's PID namespace.
+PAUSE_BIN=${PAUSE_BIN:-$repo/bin/pause}
 # Multus' thin plugin, built from gopkg.in/k8snetworkplumbingwg/multus-cni.v4 (hack/e2e/multus).
 MULTUS_BIN=${MULTUS_BIN:-$repo/bin/multus}
 # The second network check-multus.sh attaches through a NetworkAttachmentDefinition.
 NAD_BRIDGE=e2elocal1
 NAD_CIDR=${E2E_LOCAL_NAD_CIDR:-10.245.0.0/24}
 SERVICE_CIDR=10.96.0.0/16
+# The kubelet's root: KubeVirt's virt-handler mounts /var/lib/kubelet (pods, device
+# plugins, seccomp) from the host by that path, so the local cluster uses the standard one.
+KUBELET_ROOT=${E2E_LOCAL_KUBELET_ROOT:-/var/lib/kubelet}
+# 2Mi hugepages for dedicated crawlers' guest memory (the kubelet reads them at start).
+HUGEPAGES=${E2E_LOCAL_HUGEPAGES:-512}
 
 RUN=$STATE/run
 LOGS=$STATE/logs
@@ -33,3 +40,9 @@ alive() { [[ -f $RUN/$1.pid ]] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null; }
 
 ctr_() { ctr --address "$CONTAINERD_SOCK" --namespace k8s.io "$@"; }
 kubectl_() { "$KUBE_BIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }
+
+# cluster_init: the host PID of the node's PID namespace's init (up.sh); in_cluster
+# COMMAND...: run COMMAND in that namespace, with its /proc, where the PIDs containerd
+# reports (ctr tasks ls) are valid.
+cluster_init() { pgrep -P "$(cat "$RUN/pidns.pid" 2>/dev/null || echo 0)" -x pause; }
+in_cluster() { nsenter -t "$(cluster_init)" -p -m -- "$@"; }

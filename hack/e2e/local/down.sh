@@ -16,12 +16,14 @@ stop() {
   alive "$name" || { rm -f "$RUN/$name.pid"; return 0; }
   pid=$(cat "$RUN/$name.pid")
   log "stopping $name (pid $pid)"
-  kill "$pid" 2>/dev/null || true
+  # The process group: containerd and the kubelet run under nsenter (up.sh), which
+  # does not pass signals on; start() made each its own group with setsid.
+  kill -- "-$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true
   for ((i = 0; i < 20; i++)); do
     kill -0 "$pid" 2>/dev/null || break
     sleep 1
   done
-  kill -9 "$pid" 2>/dev/null || true
+  kill -9 -- "-$pid" 2>/dev/null || kill -9 "$pid" 2>/dev/null || true
   rm -f "$RUN/$name.pid"
 }
 
@@ -39,12 +41,23 @@ stop kube-scheduler
 stop kube-controller-manager
 stop kube-apiserver
 stop etcd
+# Last, the node's PID namespace: its init going kills whatever is left inside.
+stop pidns
 
-# Mounts the kubelet and containerd left under the state directory (volumes, rootfs,
-# the sandboxes' /dev/shm), deepest first.
-if [[ -d $STATE ]]; then
-  awk -v s="$STATE/" 'index($2, s) == 1 { print $2 }' /proc/self/mounts | sort -r |
+# Mounts the kubelet, containerd and KubeVirt left under the state directory, the
+# kubelet's root and KubeVirt's host directories (volumes, rootfs, the sandboxes'
+# /dev/shm, container disks), deepest first; then / gets its propagation back.
+for dir in "$STATE" "$KUBELET_ROOT" /run/kubevirt /run/kubevirt-private /run/kubevirt-libvirt-runtimes; do
+  awk -v s="$dir/" 'index($2, s) == 1 { print $2 }' /proc/self/mounts | sort -r |
     while read -r m; do umount -l "$m" 2>/dev/null || true; done
+done
+if [[ -f $RUN/root-shared.orig ]]; then
+  [[ $(cat "$RUN/root-shared.orig") == private ]] && mount --make-rprivate /
+  rm -f "$RUN/root-shared.orig"
+fi
+if [[ -f $RUN/nr_hugepages.orig ]]; then
+  cat "$RUN/nr_hugepages.orig" >/proc/sys/vm/nr_hugepages
+  rm -f "$RUN/nr_hugepages.orig"
 fi
 # kube-proxy's iptables chains and rules (its own cleanup; the nftables and IPVS parts it
 # also tries may fail where nft or IPVS are missing), and the DNAT rule that stood in
@@ -66,7 +79,9 @@ for root in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
   if [[ -d $root ]]; then find "$root" -depth -type d -exec rmdir {} \; 2>/dev/null || true; fi
 done
 
-# The kubelet's checkpoints (CPU Manager state) belong to this bring-up.
-rm -rf "$STATE/kubelet"
+# The kubelet's checkpoints (CPU Manager state) belong to this bring-up, and so does
+# what KubeVirt kept on the host.
+rm -rf "$STATE/kubelet" "${KUBELET_ROOT:?}"/* /run/kubevirt /run/kubevirt-private \
+  /run/kubevirt-libvirt-runtimes /var/lib/kubevirt-node-labeller
 if $purge; then rm -rf "$STATE"; log "removed $STATE"; fi
 log "down"

@@ -21,6 +21,7 @@ for b in containerd containerd-shim-runc-v2 runc ctr openssl iptables; do
 done
 [[ -x /usr/lib/cni/bridge ]] || die "/usr/lib/cni/bridge is missing: apt-get install -y containernetworking-plugins"
 [[ -x $MULTUS_BIN ]] || die "$MULTUS_BIN is missing: make e2e-local-multus"
+[[ -x $PAUSE_BIN ]] || die "$PAUSE_BIN is missing: make e2e-local-images"
 
 mkdir -p "$RUN" "$LOGS" "$STATE/containerd" "$STATE/cni/net.d" "$STATE/cni/bin" "$STATE/manifests"
 node_ip=${E2E_LOCAL_NODE_IP:-$(hostname -I | awk '{print $1}')}
@@ -66,7 +67,11 @@ start kube-apiserver "$KUBE_BIN/kube-apiserver" \
   --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
   --service-account-issuer https://kubernetes.default.svc.cluster.local \
   --service-cluster-ip-range "$SERVICE_CIDR" --authorization-mode Node,RBAC \
-  --enable-admission-plugins NodeRestriction --allow-privileged=true --profiling=false
+  --enable-admission-plugins NodeRestriction --allow-privileged=true --profiling=false \
+  --requestheader-client-ca-file "$pki/ca.crt" --requestheader-allowed-names front-proxy-client \
+  --requestheader-username-headers X-Remote-User --requestheader-group-headers X-Remote-Group \
+  --requestheader-extra-headers-prefix X-Remote-Extra- \
+  --proxy-client-cert-file "$pki/front-proxy-client.crt" --proxy-client-key-file "$pki/front-proxy-client.key"
 wait_for kube-apiserver 90 kubectl_ get --raw /readyz
 # kube-proxy in iptables mode (conntrack and the iptables nat table are built into this
 # kernel) makes Services work, the `kubernetes` Service (10.96.0.1:443) included; it
@@ -172,7 +177,33 @@ cat >"$STATE/cni/net.d/00-multus.conf" <<JSON
   }]
 }
 JSON
-start containerd containerd --config "$STATE/containerd/config.toml"
+# KubeVirt's hostPath volumes with Bidirectional propagation (/var/lib/kubelet,
+# /var/run/kubevirt) need shared mounts. systemd makes / shared on most hosts; here it
+# is private. containerd looks the hostPath up in mountinfo without resolving symlinks
+# (/var/run -> /run), so a shared bind mount of /run/kubevirt is not found: share / as
+# systemd does. down.sh restores the propagation it found.
+if [[ ! -f $RUN/root-shared.orig ]]; then
+  awk '$5 == "/" { print ($0 ~ / shared:[0-9]+ /) ? "shared" : "private" }' /proc/self/mountinfo >"$RUN/root-shared.orig"
+fi
+mount --make-rshared /
+mkdir -p "$KUBELET_ROOT"
+# The node's processes (containerd, its containers, the kubelet) get a PID namespace of
+# their own, whose PID 1 is the pause program: KubeVirt's virt-handler (hostPID) reaches
+# the host through /proc/1/root and /proc/1/ns/mnt, and this machine's real PID 1 is
+# closed to us (its capabilities include CAP_SYS_RESOURCE, which ours lack, so the
+# kernel refuses the ptrace-mode access /proc/1/ns needs: "permission denied"). The
+# namespace shares the host's mounts (/ is shared, propagation unchanged) but mounts a
+# /proc of its own, privately. in_cluster (common.sh) runs a command inside.
+if ! alive pidns; then
+  log "starting pidns (PID 1: $PAUSE_BIN)"
+  # shellcheck disable=SC2016 # $0 expands in the inner shell
+  setsid unshare --pid --fork --mount --propagation unchanged -- \
+    sh -c 'mount --make-private /proc && mount -t proc proc /proc && exec "$0"' "$PAUSE_BIN" \
+    >"$LOGS/pidns.log" 2>&1 </dev/null &
+  echo $! >"$RUN/pidns.pid"
+fi
+wait_for "the PID namespace's init" 10 cluster_init
+start containerd nsenter -t "$(cluster_init)" -p -m -- containerd --config "$STATE/containerd/config.toml"
 wait_for containerd 30 ctr_ version
 
 for archive in ${IMAGE_ARCHIVES:-}; do
@@ -209,10 +240,15 @@ staticPodPath: $STATE/manifests
 serializeImagePulls: false
 evictionHard: {memory.available: 100Mi, nodefs.available: 2%, imagefs.available: 2%}
 YAML
+# Hugepages, before the kubelet reads the node's capacity; down.sh restores the count.
+[[ -f $RUN/nr_hugepages.orig ]] || cat /proc/sys/vm/nr_hugepages >"$RUN/nr_hugepages.orig"
+echo "$HUGEPAGES" >/proc/sys/vm/nr_hugepages
+got=$(cat /proc/sys/vm/nr_hugepages)
+[[ $got -ge $HUGEPAGES ]] || log "warning: asked for $HUGEPAGES 2Mi hugepages, the kernel gave $got"
 # The static policy refuses to start when its checkpoint was written under another
-# reservation; a fresh kubelet root per bring-up keeps that simple.
-start kubelet "$KUBE_BIN/kubelet" --config "$STATE/kubelet.yaml" \
-  --kubeconfig "$STATE/kubelet.kubeconfig" --root-dir "$STATE/kubelet" \
+# reservation; a fresh kubelet root per bring-up (down.sh empties it) keeps that simple.
+start kubelet nsenter -t "$(cluster_init)" -p -m -- "$KUBE_BIN/kubelet" --config "$STATE/kubelet.yaml" \
+  --kubeconfig "$STATE/kubelet.kubeconfig" --root-dir "$KUBELET_ROOT" \
   --hostname-override "$NODE_NAME" --node-ip "$node_ip" --v 2
 wait_for "node $NODE_NAME" 120 kubectl_ get node "$NODE_NAME"
 kubectl_ wait --for=condition=Ready "node/$NODE_NAME" --timeout=120s >/dev/null ||
