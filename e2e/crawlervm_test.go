@@ -37,26 +37,81 @@ const (
 
 func TestDedicatedCrawlerRunsOnExclusiveCPUs(t *testing.T) {
 	ctx := context.Background()
+	// 50 requests/s: 1 vCPU, plus the isolated emulator thread (status.sizing.hostCPUs).
+	const hostCPUs = 2
+	if why := noDedicatedNode(ctx, t, hostCPUs); why != "" {
+		t.Skipf("no node can run a dedicated crawler (%d exclusive CPUs): %s", hostCPUs, why)
+	}
 	ns := testNamespace(t)
 	cvm := crawler(ns, "tower", func(c *isov1.CrawlerVM) {
 		c.Spec.Probe = &isov1.Probe{Duration: &metav1.Duration{Duration: 10 * time.Second}}
 	})
+	runCrawler(ctx, t, cvm, func(vmi *kubevirtv1.VirtualMachineInstance, launcher *corev1.Pod, sizing isov1.Sizing) {
+		if cpu := vmi.Spec.Domain.CPU; cpu == nil || !cpu.DedicatedCPUPlacement || !cpu.IsolateEmulatorThread {
+			t.Errorf("VMI spec.domain.cpu = %+v, want dedicated CPUs and an isolated emulator thread", cpu)
+		}
+		// The exclusive CPUs, read from the cgroups: the launcher's compute container
+		// holds hostCPUs CPUs, none of them in the node's shared pool (virt-handler's).
+		if launcher.Status.QOSClass != corev1.PodQOSGuaranteed {
+			t.Errorf("virt-launcher pod %s has QoS %s, want Guaranteed (exclusive CPUs need it)", launcher.Name, launcher.Status.QOSClass)
+		}
+		exclusive := cpuSet(t, launcher.Namespace, launcher.Name, "compute")
+		shared := cpuSet(t, kubevirtNS, handlerPod(ctx, t, launcher.Spec.NodeName).Name, "virt-handler")
+		t.Logf("compute container cpuset %v, shared pool (virt-handler) %v", exclusive, shared)
+		if len(exclusive) != int(sizing.HostCPUs) {
+			t.Errorf("compute container has %d CPUs %v, status.sizing.hostCPUs = %d", len(exclusive), exclusive, sizing.HostCPUs)
+		}
+		if both := intersect(exclusive, shared); len(both) > 0 {
+			t.Errorf("CPUs %v are in the crawler's cpuset %v and in the shared pool %v", both, exclusive, shared)
+		}
+	})
+}
+
+func TestSharedCrawlerRunsOnTheSharedPool(t *testing.T) {
+	ctx := context.Background()
+	ns := testNamespace(t)
+	cvm := crawler(ns, "kiosk", func(c *isov1.CrawlerVM) {
+		c.Spec.RPS = 5
+		c.Spec.CPUPlacement = isov1.CPUPlacementShared
+		c.Spec.Probe = &isov1.Probe{Duration: &metav1.Duration{Duration: 10 * time.Second}}
+	})
+	runCrawler(ctx, t, cvm, func(vmi *kubevirtv1.VirtualMachineInstance, launcher *corev1.Pod, sizing isov1.Sizing) {
+		if cpu := vmi.Spec.Domain.CPU; cpu != nil && (cpu.DedicatedCPUPlacement || cpu.Realtime != nil) {
+			t.Errorf("VMI spec.domain.cpu = %+v, want neither dedicated CPUs nor realtime for a shared crawler", cpu)
+		}
+		if sizing.HostCPUs != 0 {
+			t.Errorf("status.sizing.hostCPUs = %d, want 0 for a shared crawler", sizing.HostCPUs)
+		}
+		// Read from the cgroups: the compute container runs on exactly the node's shared
+		// pool, the cpuset of virt-handler (never on a CPU the CPU Manager gave away).
+		got := cpuSet(t, launcher.Namespace, launcher.Name, "compute")
+		pool := cpuSet(t, kubevirtNS, handlerPod(ctx, t, launcher.Spec.NodeName).Name, "virt-handler")
+		t.Logf("compute container cpuset %v, shared pool (virt-handler) %v", got, pool)
+		if fmt.Sprint(got) != fmt.Sprint(pool) {
+			t.Errorf("compute container cpuset %v, want the shared pool %v", got, pool)
+		}
+	})
+}
+
+// runCrawler creates cvm and checks the life of a placeable crawler: Placed, its VMI
+// Running on the placed node and Ready, checkCPUs on the running VMI and its launcher,
+// a probe Job whose result sets SLOConfirmed, and deletion removing everything.
+func runCrawler(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM, checkCPUs func(*kubevirtv1.VirtualMachineInstance, *corev1.Pod, isov1.Sizing)) {
+	t.Helper()
 	if err := cl.Create(ctx, cvm); err != nil {
 		t.Fatalf("creating CrawlerVM: %v", err)
 	}
-
-	// Placed, then running on the placed node.
 	waitFor(t, placeTimeout, "Placed=True", func() (bool, string, error) {
 		c := condition(ctx, t, cvm, isov1.ConditionPlaced)
 		return c != nil && c.Status == metav1.ConditionTrue && cvm.Status.Placement != nil && cvm.Status.Sizing != nil,
 			fmt.Sprintf("Placed: %v", c), nil
 	})
 	node, sizing := cvm.Status.Placement.Node, *cvm.Status.Sizing
-	t.Logf("placed on %s: %d vCPUs, %d exclusive host CPUs", node, sizing.VCPUs, sizing.HostCPUs)
+	t.Logf("placed on %s: %d vCPUs, %d exclusive host CPUs, CPU request %s", node, sizing.VCPUs, sizing.HostCPUs, sizing.CPURequest.String())
 
 	vmi := &kubevirtv1.VirtualMachineInstance{}
 	waitFor(t, runTimeout, "VMI Running and Ready=True", func() (bool, string, error) {
-		if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: cvm.Name}, vmi); err != nil {
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: cvm.Namespace, Name: cvm.Name}, vmi); err != nil {
 			return false, err.Error(), client.IgnoreNotFound(err)
 		}
 		c := condition(ctx, t, cvm, isov1.ConditionReady)
@@ -66,32 +121,11 @@ func TestDedicatedCrawlerRunsOnExclusiveCPUs(t *testing.T) {
 	if vmi.Status.NodeName != node {
 		t.Errorf("VMI runs on %s, the CrawlerVM was placed on %s", vmi.Status.NodeName, node)
 	}
-	if cpu := vmi.Spec.Domain.CPU; cpu == nil || !cpu.DedicatedCPUPlacement || !cpu.IsolateEmulatorThread {
-		t.Errorf("VMI spec.domain.cpu = %+v, want dedicated CPUs and an isolated emulator thread", cpu)
-	}
-
-	// The exclusive CPUs, read from the cgroups: the launcher's compute container holds
-	// hostCPUs CPUs, none of them in the node's shared pool (virt-handler's cpuset).
 	launcher := launcherPod(ctx, t, vmi)
 	if launcher.Spec.NodeName != node {
 		t.Errorf("virt-launcher pod %s runs on %s, want %s", launcher.Name, launcher.Spec.NodeName, node)
 	}
-	if launcher.Status.QOSClass != corev1.PodQOSGuaranteed {
-		t.Errorf("virt-launcher pod %s has QoS %s, want Guaranteed (exclusive CPUs need it)", launcher.Name, launcher.Status.QOSClass)
-	}
-	exclusive := cpuSet(t, ns, launcher.Name, "compute")
-	shared := cpuSet(t, kubevirtNS, handlerPod(ctx, t, node).Name, "virt-handler")
-	t.Logf("compute container cpuset %v, shared pool (virt-handler) %v", exclusive, shared)
-	if len(exclusive) != int(sizing.HostCPUs) {
-		t.Errorf("compute container has %d CPUs %v, status.sizing.hostCPUs = %d", len(exclusive), exclusive, sizing.HostCPUs)
-	}
-	for _, c := range exclusive {
-		for _, s := range shared {
-			if c == s {
-				t.Errorf("CPU %d is in the crawler's cpuset %v and in the shared pool %v", c, exclusive, shared)
-			}
-		}
-	}
+	checkCPUs(vmi, launcher, sizing)
 
 	// A probe Job runs and its result sets SLOConfirmed (any verdict: the guest sends no
 	// crawler traffic here, so Inconclusive or Refuted are as good as Confirmed).
@@ -105,7 +139,7 @@ func TestDedicatedCrawlerRunsOnExclusiveCPUs(t *testing.T) {
 	if lp.Job == "" || lp.Verdict == "" {
 		t.Errorf("status.lastProbe = %+v, want the Job's name and a verdict", lp)
 	}
-	if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: probe.ServiceName(cvm)}, &corev1.Service{}); err != nil {
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: cvm.Namespace, Name: probe.ServiceName(cvm)}, &corev1.Service{}); err != nil {
 		t.Errorf("probe Service %s: %v", probe.ServiceName(cvm), err)
 	}
 
@@ -120,6 +154,46 @@ func TestDedicatedCrawlerRunsOnExclusiveCPUs(t *testing.T) {
 		}
 		return len(left) == 0, fmt.Sprintf("still there: %v", left), nil
 	})
+}
+
+// noDedicatedNode says why no node could run a dedicated crawler of hostCPUs exclusive
+// CPUs ("" if one can): it needs KubeVirt's labels for the static CPU Manager and
+// realtime, and that many allocatable CPUs (the kubelet keeps its reserved CPUs out).
+func noDedicatedNode(ctx context.Context, t *testing.T, hostCPUs int64) string {
+	t.Helper()
+	nodes := &corev1.NodeList{}
+	if err := cl.List(ctx, nodes); err != nil {
+		t.Fatalf("listing nodes: %v", err)
+	}
+	var why []string
+	for _, n := range nodes.Items {
+		var lacks []string
+		for _, l := range []string{"kubevirt.io/cpumanager", "kubevirt.io/realtime"} {
+			if n.Labels[l] != "true" {
+				lacks = append(lacks, "label "+l+"=true")
+			}
+		}
+		if cpu := n.Status.Allocatable[corev1.ResourceCPU]; cpu.MilliValue() < hostCPUs*1000 {
+			lacks = append(lacks, fmt.Sprintf("CPUs (%s allocatable)", cpu.String()))
+		}
+		if len(lacks) == 0 {
+			return ""
+		}
+		why = append(why, n.Name+" lacks "+strings.Join(lacks, ", "))
+	}
+	return strings.Join(why, "; ")
+}
+
+func intersect(a, b []int) []int {
+	var both []int
+	for _, x := range a {
+		for _, y := range b {
+			if x == y {
+				both = append(both, x)
+			}
+		}
+	}
+	return both
 }
 
 func TestUnplaceableCrawlerIsReportedAndCreatesNothing(t *testing.T) {

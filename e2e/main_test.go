@@ -33,11 +33,14 @@ import (
 var (
 	managerImage = env("E2E_IMG", "isochron/manager:v0.1.0")
 	probeImage   = env("E2E_PROBE_IMG", "isochron/rtprobe:v0.1.0")
-	guestImage   = env("E2E_GUEST_IMAGE", "quay.io/kubevirt/cirros-container-disk-demo:v1.8.4")
-	artifacts    = env("E2E_ARTIFACTS", "../bin/e2e-artifacts")
-	kustomize    = env("KUSTOMIZE", "kustomize")
-	kubectl      = env("KUBECTL", "kubectl")
-	kubevirtNS   = env("E2E_KUBEVIRT_NAMESPACE", "kubevirt")
+	// probeCPU, if set, becomes the manager's --probe-cpu (a fraction on nodes too small
+	// to spare the probe an exclusive CPU).
+	probeCPU   = os.Getenv("E2E_PROBE_CPU")
+	guestImage = env("E2E_GUEST_IMAGE", "quay.io/kubevirt/cirros-container-disk-demo:v1.8.4")
+	artifacts  = env("E2E_ARTIFACTS", "../bin/e2e-artifacts")
+	kustomize  = env("KUSTOMIZE", "kustomize")
+	kubectl    = env("KUBECTL", "kubectl")
+	kubevirtNS = env("E2E_KUBEVIRT_NAMESPACE", "kubevirt")
 	// keep leaves the operator and the test namespaces in place after the run.
 	keep = os.Getenv("E2E_KEEP") != ""
 )
@@ -97,7 +100,8 @@ func run(m *testing.M) int {
 }
 
 // operatorObjects renders config/default with the images under test: the manager's
-// image and its --probe-image argument are set on the Deployment.
+// image and its --probe-image argument are set on the Deployment (and --probe-cpu
+// when E2E_PROBE_CPU is set).
 func operatorObjects() ([]*unstructured.Unstructured, error) {
 	out, err := exec.Command(kustomize, "build", "../config/default").Output()
 	if err != nil {
@@ -145,6 +149,9 @@ func setImages(u *unstructured.Unstructured) error {
 			if strings.HasPrefix(a, "--probe-image=") {
 				c.Args[j] = "--probe-image=" + probeImage
 			}
+		}
+		if probeCPU != "" {
+			c.Args = append(c.Args, "--probe-cpu="+probeCPU)
 		}
 	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(dep)
