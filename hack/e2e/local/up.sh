@@ -239,6 +239,11 @@ resolvConf: /etc/resolv.conf
 staticPodPath: $STATE/manifests
 serializeImagePulls: false
 evictionHard: {memory.available: 100Mi, nodefs.available: 2%, imagefs.available: 2%}
+# No image garbage collection: none of these images can be pulled again. With the
+# default (85%), a disk filled by Go caches had the kubelet delete the pause and rtprobe
+# images in the middle of a run (docs/e2e.md).
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
 YAML
 # Hugepages, before the kubelet reads the node's capacity; down.sh restores the count.
 [[ -f $RUN/nr_hugepages.orig ]] || cat /proc/sys/vm/nr_hugepages >"$RUN/nr_hugepages.orig"
