@@ -57,6 +57,8 @@ cert kube-proxy "/CN=system:kube-proxy"
 # The aggregation layer's client (virt-api is an aggregated API server: it reads
 # requestheader-client-ca-file from the extension-apiserver-authentication ConfigMap).
 cert front-proxy-client "/CN=front-proxy-client"
+# Multus' thin plugin: its own user, bound to Multus' ClusterRole (multus-rbac.yaml).
+cert multus "/CN=multus"
 cert kubelet-serving "/O=system:nodes/CN=system:node:$node" "DNS:$node,DNS:localhost,IP:127.0.0.1,IP:$ip"
 
 # kubeconfig NAME USER: a kubeconfig for the certificate NAME.
@@ -86,3 +88,4 @@ kubeconfig controller-manager system:kube-controller-manager
 kubeconfig scheduler system:kube-scheduler
 kubeconfig kubelet "system:node:$node"
 kubeconfig kube-proxy system:kube-proxy
+kubeconfig multus multus

@@ -73,6 +73,8 @@ start kube-apiserver "$KUBE_BIN/kube-apiserver" \
   --requestheader-extra-headers-prefix X-Remote-Extra- \
   --proxy-client-cert-file "$pki/front-proxy-client.crt" --proxy-client-key-file "$pki/front-proxy-client.key"
 wait_for kube-apiserver 90 kubectl_ get --raw /readyz
+# Multus' own permissions, before any pod needs them.
+kubectl_ apply -f "$repo/hack/e2e/local/multus-rbac.yaml" >/dev/null
 # kube-proxy in iptables mode (conntrack and the iptables nat table are built into this
 # kernel) makes Services work, the `kubernetes` Service (10.96.0.1:443) included; it
 # replaces the DNAT rule of stages 1 and 2, deleted here should a run of those be left.
@@ -151,7 +153,7 @@ TOML
 # CNI: Multus' thin plugin (built from its Go module into $MULTUS_BIN, docs/e2e.md) is
 # the node's only network config; it delegates the pods' default network to the bridge
 # e2elocal0 and adds the networks of a pod's k8s.v1.cni.cncf.io/networks annotation
-# from NetworkAttachmentDefinitions, read with the admin kubeconfig. containerd finds
+# from NetworkAttachmentDefinitions, read as the user multus (multus-rbac.yaml). containerd finds
 # multus and Debian's plugins in one directory of links, $STATE/cni/bin.
 rm -f "$STATE/cni/net.d/10-e2e-local.conflist" # stage 1's config, before Multus
 for p in /usr/lib/cni/*; do ln -sfn "$p" "$STATE/cni/bin/$(basename "$p")"; done
@@ -161,7 +163,7 @@ cat >"$STATE/cni/net.d/00-multus.conf" <<JSON
   "cniVersion": "0.4.0",
   "name": "multus-cni-network",
   "type": "multus",
-  "kubeconfig": "$KUBECONFIG_ADMIN",
+  "kubeconfig": "$STATE/multus.kubeconfig",
   "binDir": "$STATE/cni/bin",
   "cniDir": "$STATE/cni/multus",
   "logFile": "$LOGS/multus.log",
