@@ -142,23 +142,14 @@ syslinux --offset 1048576 --install "$disk"
 mcopy -m -i "$disk@@1M" "$build/vmlinuz" "$build/initrd.gz" "$build/syslinux.cfg" ::
 
 # --- containerDisk image: one layer with disk/disk.img -----------------------------------
-mkdir -p "$build/layer/disk" "$build/image"
+mkdir -p "$build/layer/disk"
 cp "$disk" "$build/layer/disk/disk.img"
 chmod 0755 "$build/layer/disk" && chmod 0440 "$build/layer/disk/disk.img"
 tar --sort=name --owner=107 --group=107 --numeric-owner --mtime=@0 \
   -C "$build/layer" -cf "$build/layer.tar" disk
-layer_sha=$(sha256sum "$build/layer.tar" | cut -d' ' -f1)
-mkdir -p "$build/image/$layer_sha"
-mv "$build/layer.tar" "$build/image/$layer_sha/layer.tar"
-config=$(printf '{"architecture":"amd64","os":"linux","created":"1970-01-01T00:00:00Z","config":{},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]},"history":[{"created":"1970-01-01T00:00:00Z","created_by":"hack/e2e/local/guest-image.sh %s"}]}' \
-  "$layer_sha" "$kpkg")
-config_sha=$(printf '%s' "$config" | sha256sum | cut -d' ' -f1)
-printf '%s' "$config" >"$build/image/$config_sha.json"
-printf '[{"Config":"%s.json","RepoTags":["%s"],"Layers":["%s/layer.tar"]}]' \
-  "$config_sha" "$ref" "$layer_sha" >"$build/image/manifest.json"
-mkdir -p "$(dirname "$out")"
-tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$build/image" -cf "$out" .
+# No entrypoint: KubeVirt runs its own container-disk binary in this container.
+"$(dirname "$0")/layers-archive.sh" "$ref" "$out" '{}' "$build/layer.tar" >/dev/null
 
 size() { du -h --apparent-size "$1" | cut -f1; }
 log "vmlinuz $(size "$kdir/vmlinuz"), $workdir/initrd.gz $(size "$workdir/initrd.gz"), $disk $(size "$disk")"
-echo "guest-image: $ref (sha256:$config_sha) -> $out ($(size "$out"))"
+echo "guest-image: $ref ($kpkg) -> $out ($(size "$out"))"
