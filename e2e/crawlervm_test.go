@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/placement"
 	"isochron.io/isochron/internal/probe"
 	"isochron.io/isochron/internal/render"
 )
@@ -87,7 +89,7 @@ func TestSharedCrawlerRunsOnTheSharedPool(t *testing.T) {
 		got := cpuSet(t, launcher.Namespace, launcher.Name, "compute")
 		pool := cpuSet(t, kubevirtNS, handlerPod(ctx, t, launcher.Spec.NodeName).Name, "virt-handler")
 		t.Logf("compute container cpuset %v, shared pool (virt-handler) %v", got, pool)
-		if fmt.Sprint(got) != fmt.Sprint(pool) {
+		if !slices.Equal(got, pool) {
 			t.Errorf("compute container cpuset %v, want the shared pool %v", got, pool)
 		}
 	})
@@ -168,7 +170,7 @@ func noDedicatedNode(ctx context.Context, t *testing.T, hostCPUs int64) string {
 	var why []string
 	for _, n := range nodes.Items {
 		var lacks []string
-		for _, l := range []string{"kubevirt.io/cpumanager", "kubevirt.io/realtime"} {
+		for _, l := range []string{placement.CPUManagerLabel, placement.RealtimeLabel} {
 			if n.Labels[l] != "true" {
 				lacks = append(lacks, "label "+l+"=true")
 			}
