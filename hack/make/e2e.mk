@@ -97,7 +97,7 @@ $(E2E_KUBEVIRT_ROOTFS): hack/e2e/local/kubevirt-rootfs.sh
 
 .PHONY: e2e-local-kubevirt-images
 e2e-local-kubevirt-images: e2e-local-kubevirt-bins $(E2E_KUBEVIRT_ROOTFS) ## Write KubeVirt's images (Debian's libvirt and QEMU) and the e2e guest's containerDisk to bin/e2e-local/images.
-	KV_BIN=$(E2E_KUBEVIRT_BIN) KV_SRC=$$(cd hack/e2e/kubevirt && GOFLAGS=-mod=mod $(GO) list -m -f '{{.Dir}}' kubevirt.io/kubevirt) \
+	KV_BIN=$(E2E_KUBEVIRT_BIN) KV_SRC=$$(cd hack/e2e/kubevirt && $(GO) list -m -f '{{.Dir}}' kubevirt.io/kubevirt) \
 		ROOTFS=$(E2E_KUBEVIRT_ROOTFS) TAG=$(KUBEVIRT_VERSION) hack/e2e/local/kubevirt-images.sh $(E2E_KUBEVIRT_IMAGES)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(LOCALBIN)/e2e-guest-init ./hack/e2e/guest
 	hack/e2e/local/guest-image.sh $(E2E_GUEST_IMG) $(LOCALBIN)/e2e-guest-init $(E2E_LOCAL_IMAGES)/e2e-guest.tar $(LOCALBIN)/e2e-guest

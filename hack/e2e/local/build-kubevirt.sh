@@ -41,7 +41,7 @@ done
 cd "$mod"
 # GONOSUMDB: kubevirt requires github.com/rhobs/operator-observability-toolkit, which
 # the checksum database does not know; go.sum pins it (DEVELOPERS.md).
-export GONOSUMDB=${GONOSUMDB:-github.com/rhobs/operator-observability-toolkit} GOFLAGS=-mod=mod
+export GONOSUMDB=${GONOSUMDB:-github.com/rhobs/operator-observability-toolkit}
 build() { # build CGO PACKAGE NAME
   local t=$SECONDS
   CGO_ENABLED=$1 "$go" build -trimpath -ldflags "$ldflags" -o "$out/$3" "$2"
