@@ -10,7 +10,7 @@ ETCD_VERSION ?= v3.6.5
 KUBEVIRT_VERSION ?= v1.8.4
 CONTROLLER_TOOLS_VERSION ?= v0.19.0
 KUSTOMIZE_VERSION ?= v5.7.1
-# Monitoring: promtool's Go module (hack/promtool/go.mod; v0.309.1 is Prometheus 3.9.1) and
+# Monitoring: promtool's Go module (hack/tools/promtool/go.mod; v0.309.1 is Prometheus 3.9.1) and
 # the prometheus-operator API module in go.mod (its CRDs: make prometheus-operator-crds).
 PROMETHEUS_VERSION ?= v0.309.1
 PROMETHEUS_OPERATOR_VERSION ?= v0.89.0
@@ -71,7 +71,7 @@ verify-generated: manifests generate ## Regenerate; under CI (CI=true) fail if t
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests of the pure core, the CLIs and the probes (no API server).
-	$(GO) test ./internal/... ./api/... ./cmd/... ./probes/... ./build/... ./test/health/... ./test/monitoring/... ./hack/e2e/guest/...
+	$(GO) test ./internal/... ./api/... ./cmd/... ./probes/... ./build/... ./test/health/... ./test/monitoring/... ./e2e/guest/...
 
 .PHONY: test-integration
 test-integration: envtest-bins $(KUSTOMIZE) ## Run the operator against a real kube-apiserver and etcd (envtest) with the real CRDs; install config/default and run the manager binary (test/deploy).

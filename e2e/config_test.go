@@ -69,9 +69,9 @@ func documents(t *testing.T, path string) []map[string]any {
 }
 
 func TestProviderYAMLIsValid(t *testing.T) {
-	files := yamlFiles(t, "hack/e2e", ".github")
+	files := yamlFiles(t, "e2e", ".github")
 	if len(files) == 0 {
-		t.Fatal("no YAML under hack/e2e and .github")
+		t.Fatal("no YAML under e2e and .github")
 	}
 	for _, f := range files {
 		t.Run(strings.TrimPrefix(f, "../"), func(t *testing.T) {
@@ -104,7 +104,7 @@ func field(m any, path ...any) any {
 }
 
 func TestKindConfigHasStaticCPUManager(t *testing.T) {
-	docs := documents(t, "../hack/e2e/kind/kind-config.yaml")
+	docs := documents(t, "kind/kind-config.yaml")
 	if len(docs) != 1 || docs[0]["kind"] != "Cluster" {
 		t.Fatalf("kind-config.yaml: want one kind Cluster document, got %v", docs)
 	}
@@ -137,7 +137,7 @@ func TestKindConfigHasStaticCPUManager(t *testing.T) {
 }
 
 func TestKubeVirtCRHasFeatureGates(t *testing.T) {
-	docs := documents(t, "../hack/e2e/kind/kubevirt/kubevirt-cr.yaml")
+	docs := documents(t, "kind/kubevirt/kubevirt-cr.yaml")
 	if len(docs) != 1 || docs[0]["kind"] != "KubeVirt" {
 		t.Fatalf("kubevirt-cr.yaml: want one KubeVirt document")
 	}

@@ -5,7 +5,7 @@
 // reported, probe Jobs setting SLOConfirmed, and deletion removing everything.
 //
 //	make e2e              # against the current cluster
-//	make e2e-kind         # creates a kind cluster first (hack/e2e/kind)
+//	make e2e-kind         # creates a kind cluster first (e2e/kind)
 //
 // Without the tag, the package holds only the checks of the providers' configuration
 // (config_test.go), which run in make test. docs/e2e.md describes both providers.

@@ -10,7 +10,7 @@ E2E_LOCAL_IMAGES := $(E2E_LOCAL_STATE)/images
 KIND_CLUSTER ?= isochron-e2e
 KIND ?= $(LOCALBIN)/kind-$(KIND_VERSION)
 SHELLCHECK ?= shellcheck
-E2E_SHELL_SCRIPTS = $(wildcard hack/e2e/*/*.sh)
+E2E_SHELL_SCRIPTS = $(wildcard e2e/*/*.sh)
 
 .PHONY: e2e
 e2e: $(KUSTOMIZE) ## Run the e2e suite against the cluster of KUBECONFIG (KubeVirt, Multus, static CPU Manager), deploying E2E_IMG and E2E_PROBE_IMG.
@@ -28,8 +28,8 @@ test-e2e-config: $(KUSTOMIZE) ## Check the e2e suite compiles and the kind provi
 		else echo "shellcheck is missing: install it (Debian: apt-get install shellcheck)"; exit 1; fi; \
 	fi
 	$(SHELLCHECK) -x $(E2E_SHELL_SCRIPTS)
-	$(KUSTOMIZE) build hack/e2e/kind/kubevirt >/dev/null
-	$(KUSTOMIZE) build hack/e2e/local/kubevirt >/dev/null
+	$(KUSTOMIZE) build e2e/kind/kubevirt >/dev/null
+	$(KUSTOMIZE) build e2e/local/kubevirt >/dev/null
 
 ##@ End-to-end: kind with nested virtualisation (users' machines and CI, not here)
 
@@ -38,7 +38,7 @@ e2e-kind: docker-build $(KIND) $(KUSTOMIZE) ## Create a kind cluster with KubeVi
 	KIND=$(KIND) KIND_CLUSTER=$(KIND_CLUSTER) KIND_NODE_IMAGE=$(KIND_NODE_IMAGE) \
 		KUBEVIRT_VERSION=$(KUBEVIRT_VERSION) MULTUS_VERSION=$(MULTUS_VERSION) \
 		IMG=$(IMG) PROBE_IMG=$(PROBE_IMG) KUSTOMIZE=$(KUSTOMIZE) \
-		KUBECONFIG_OUT=$(LOCALBIN)/kind-$(KIND_CLUSTER).kubeconfig hack/e2e/kind/up.sh
+		KUBECONFIG_OUT=$(LOCALBIN)/kind-$(KIND_CLUSTER).kubeconfig e2e/kind/up.sh
 	KUBECONFIG=$(LOCALBIN)/kind-$(KIND_CLUSTER).kubeconfig $(MAKE) e2e
 
 .PHONY: e2e-kind-down
@@ -56,27 +56,27 @@ e2e-local-bins: envtest-bins $(ENVTEST_ASSETS)/kube-scheduler $(ENVTEST_ASSETS)/
 
 .PHONY: e2e-local-images
 e2e-local-images: build ## Write the pause, rtprobe and manager images (FROM scratch, no engine) to bin/e2e-local/images.
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(LOCALBIN)/pause ./hack/e2e/pause
-	hack/e2e/local/image-archive.sh localhost/isochron/pause:e2e $(LOCALBIN)/pause $(E2E_LOCAL_IMAGES)/pause.tar
-	hack/e2e/local/image-archive.sh $(PROBE_IMG) $(LOCALBIN)/rtprobe $(E2E_LOCAL_IMAGES)/rtprobe.tar
-	hack/e2e/local/image-archive.sh $(IMG) $(LOCALBIN)/manager $(E2E_LOCAL_IMAGES)/manager.tar
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(LOCALBIN)/pause ./e2e/local/pause
+	e2e/local/image-archive.sh localhost/isochron/pause:e2e $(LOCALBIN)/pause $(E2E_LOCAL_IMAGES)/pause.tar
+	e2e/local/image-archive.sh $(PROBE_IMG) $(LOCALBIN)/rtprobe $(E2E_LOCAL_IMAGES)/rtprobe.tar
+	e2e/local/image-archive.sh $(IMG) $(LOCALBIN)/manager $(E2E_LOCAL_IMAGES)/manager.tar
 
-# Multus' thin plugin, pinned by the separate module hack/e2e/multus (its go.mod must
+# Multus' thin plugin, pinned by the separate module e2e/local/modules/multus (its go.mod must
 # require MULTUS_VERSION, the version the kind provider deploys).
 E2E_LOCAL_MULTUS ?= $(LOCALBIN)/multus
 
 .PHONY: e2e-local-multus
-e2e-local-multus: $(E2E_LOCAL_MULTUS) ## Build Multus' thin CNI plugin from its Go module (hack/e2e/multus/go.mod).
+e2e-local-multus: $(E2E_LOCAL_MULTUS) ## Build Multus' thin CNI plugin from its Go module (e2e/local/modules/multus/go.mod).
 
-$(E2E_LOCAL_MULTUS): hack/e2e/multus/go.mod hack/e2e/multus/go.sum
-	@grep -q 'multus-cni.v4 $(MULTUS_VERSION)$$' hack/e2e/multus/go.mod || \
-		{ echo "hack/e2e/multus/go.mod does not require multus-cni.v4 $(MULTUS_VERSION)"; exit 1; }
-	cd hack/e2e/multus && CGO_ENABLED=0 $(GO) build -trimpath -o $(abspath $@) \
+$(E2E_LOCAL_MULTUS): e2e/local/modules/multus/go.mod e2e/local/modules/multus/go.sum
+	@grep -q 'multus-cni.v4 $(MULTUS_VERSION)$$' e2e/local/modules/multus/go.mod || \
+		{ echo "e2e/local/modules/multus/go.mod does not require multus-cni.v4 $(MULTUS_VERSION)"; exit 1; }
+	cd e2e/local/modules/multus && CGO_ENABLED=0 $(GO) build -trimpath -o $(abspath $@) \
 		-ldflags '-s -w -X gopkg.in/k8snetworkplumbingwg/multus-cni.v4/pkg/multus.version=$(MULTUS_VERSION)' \
 		gopkg.in/k8snetworkplumbingwg/multus-cni.v4/cmd/multus
 
 # KubeVirt (stage 3): its components from the kubevirt.io/kubevirt module pinned by
-# hack/e2e/kubevirt (which must require KUBEVIRT_VERSION), libvirt and QEMU from Debian
+# e2e/local/modules/kubevirt (which must require KUBEVIRT_VERSION), libvirt and QEMU from Debian
 # (E2E_KUBEVIRT_SUITE), and the e2e guest as a containerDisk. Binaries and the Debian
 # layer are cached outside bin/e2e-local, so PURGE=1 keeps them.
 E2E_KUBEVIRT_BIN ?= $(LOCALBIN)/kubevirt-$(KUBEVIRT_VERSION)
@@ -89,27 +89,27 @@ E2E_KUBEVIRT_ARCHIVES = $(addprefix $(E2E_KUBEVIRT_IMAGES)/,virt-operator.tar vi
 .PHONY: e2e-local-kubevirt-bins
 e2e-local-kubevirt-bins: $(E2E_KUBEVIRT_BIN)/kubevirt-operator.yaml ## Build KubeVirt's components and operator manifest from its Go module (cgo: gcc, libvirt-dev).
 
-$(E2E_KUBEVIRT_BIN)/kubevirt-operator.yaml: hack/e2e/kubevirt/go.mod hack/e2e/kubevirt/go.sum hack/e2e/local/build-kubevirt.sh
-	GO=$(GO) hack/e2e/local/build-kubevirt.sh $(KUBEVIRT_VERSION) $(E2E_KUBEVIRT_BIN)
+$(E2E_KUBEVIRT_BIN)/kubevirt-operator.yaml: e2e/local/modules/kubevirt/go.mod e2e/local/modules/kubevirt/go.sum e2e/local/build-kubevirt.sh
+	GO=$(GO) e2e/local/build-kubevirt.sh $(KUBEVIRT_VERSION) $(E2E_KUBEVIRT_BIN)
 
-$(E2E_KUBEVIRT_ROOTFS): hack/e2e/local/kubevirt-rootfs.sh
-	SUITE=$(E2E_KUBEVIRT_SUITE) hack/e2e/local/kubevirt-rootfs.sh $@
+$(E2E_KUBEVIRT_ROOTFS): e2e/local/kubevirt-rootfs.sh
+	SUITE=$(E2E_KUBEVIRT_SUITE) e2e/local/kubevirt-rootfs.sh $@
 
 .PHONY: e2e-local-kubevirt-images
 e2e-local-kubevirt-images: e2e-local-kubevirt-bins $(E2E_KUBEVIRT_ROOTFS) ## Write KubeVirt's images (Debian's libvirt and QEMU) and the e2e guest's containerDisk to bin/e2e-local/images.
-	KV_BIN=$(E2E_KUBEVIRT_BIN) KV_SRC=$$(cd hack/e2e/kubevirt && $(GO) list -m -f '{{.Dir}}' kubevirt.io/kubevirt) \
-		ROOTFS=$(E2E_KUBEVIRT_ROOTFS) TAG=$(KUBEVIRT_VERSION) hack/e2e/local/kubevirt-images.sh $(E2E_KUBEVIRT_IMAGES)
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(LOCALBIN)/e2e-guest-init ./hack/e2e/guest
-	hack/e2e/local/guest-image.sh $(E2E_GUEST_IMG) $(LOCALBIN)/e2e-guest-init $(E2E_LOCAL_IMAGES)/e2e-guest.tar $(LOCALBIN)/e2e-guest
+	KV_BIN=$(E2E_KUBEVIRT_BIN) KV_SRC=$$(cd e2e/local/modules/kubevirt && $(GO) list -m -f '{{.Dir}}' kubevirt.io/kubevirt) \
+		ROOTFS=$(E2E_KUBEVIRT_ROOTFS) TAG=$(KUBEVIRT_VERSION) e2e/local/kubevirt-images.sh $(E2E_KUBEVIRT_IMAGES)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(LOCALBIN)/e2e-guest-init ./e2e/guest
+	e2e/guest/image.sh $(E2E_GUEST_IMG) $(LOCALBIN)/e2e-guest-init $(E2E_LOCAL_IMAGES)/e2e-guest.tar $(LOCALBIN)/e2e-guest
 
 .PHONY: e2e-local-up
 e2e-local-up: e2e-local-bins e2e-local-images $(E2E_LOCAL_MULTUS) e2e-local-kubevirt-images ## Start etcd, API server, controller-manager, scheduler, kube-proxy, containerd (Multus as CNI), a kubelet (static CPU Manager) and KubeVirt here; run e2e-local-check.
 	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) MULTUS_BIN=$(abspath $(E2E_LOCAL_MULTUS)) \
 		IMAGE_ARCHIVES="$(E2E_LOCAL_IMAGES)/pause.tar $(E2E_LOCAL_IMAGES)/rtprobe.tar $(E2E_LOCAL_IMAGES)/manager.tar" \
-		hack/e2e/local/up.sh
+		e2e/local/up.sh
 	$(MAKE) e2e-local-check
 	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) KUBEVIRT_MANIFEST=$(E2E_KUBEVIRT_BIN)/kubevirt-operator.yaml \
-		KUBEVIRT_ARCHIVES="$(E2E_KUBEVIRT_ARCHIVES)" hack/e2e/local/up-kubevirt.sh
+		KUBEVIRT_ARCHIVES="$(E2E_KUBEVIRT_ARCHIVES)" e2e/local/up-kubevirt.sh
 
 # The local node has 2 CPUs, one reserved: the probe pod gets a fraction of the shared
 # pool instead of an exclusive CPU (the manager's --probe-cpu).
@@ -125,12 +125,12 @@ e2e-local: ## Bring up the local cluster from scratch (all stages; e2e-local-dow
 .PHONY: e2e-local-check
 e2e-local-check: ## Check the running local cluster: a Guaranteed pod gets an exclusive CPU; Multus attaches a NAD's second network; a ClusterIP Service answers (kube-proxy).
 	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) PROBE_IMG=$(PROBE_IMG) \
-		hack/e2e/local/check-exclusive-cpu.sh
+		e2e/local/check-exclusive-cpu.sh
 	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) PROBE_IMG=$(PROBE_IMG) \
-		hack/e2e/local/check-multus.sh
+		e2e/local/check-multus.sh
 	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) PROBE_IMG=$(PROBE_IMG) \
-		hack/e2e/local/check-service.sh
+		e2e/local/check-service.sh
 
 .PHONY: e2e-local-down
 e2e-local-down: ## Stop the local cluster (PURGE=1 also deletes bin/e2e-local).
-	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) hack/e2e/local/down.sh $(if $(PURGE),--purge)
+	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) e2e/local/down.sh $(if $(PURGE),--purge)

@@ -1,13 +1,13 @@
 ##@ Kubernetes binaries (built from Go modules)
 
-# Kubernetes binaries built from Go modules by hack/build-kube-bins.sh.
+# Kubernetes binaries built from Go modules by hack/tools/build-kube-bins.sh.
 # Expects LOCALBIN, KUBE_VERSION and ETCD_VERSION from the main Makefile.
 #
 # The version is in the directory name, so a bump builds afresh, and the
 # file targets below never go stale (the script rejects a go.mod that
 # disagrees with KUBE_VERSION/ETCD_VERSION).
 ENVTEST_ASSETS ?= $(LOCALBIN)/k8s/$(KUBE_VERSION)
-BUILD_KUBE_BINS = KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) hack/build-kube-bins.sh $(ENVTEST_ASSETS)
+BUILD_KUBE_BINS = KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) hack/tools/build-kube-bins.sh $(ENVTEST_ASSETS)
 
 .PHONY: envtest-bins
 envtest-bins: $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd $(ENVTEST_ASSETS)/kubectl $(ENVTEST_ASSETS)/kube-controller-manager ## Build kube-apiserver, etcd, kubectl and kube-controller-manager (its garbage collector) from Go modules into bin/

@@ -5,4 +5,4 @@ COMPARE_DURATION ?= 60s
 
 .PHONY: probe-compare-interval
 probe-compare-interval: ## Compare rtprobe crawl/gateway with Apache's log and httperf (needs apache2, httperf)
-	GO=$(GO) hack/compare-interval.sh $(COMPARE_DURATION)
+	GO=$(GO) hack/probe-compare/interval.sh $(COMPARE_DURATION)

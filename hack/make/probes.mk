@@ -6,4 +6,4 @@
 
 .PHONY: probe-compare-timer
 probe-compare-timer: ## Compare rtprobe timer with cyclictest side by side (needs rt-tests)
-	hack/compare-timer.sh
+	hack/probe-compare/timer.sh

@@ -1,6 +1,6 @@
 ##@ Monitoring (prometheus-operator objects in config/prometheus)
 
-# promtool, built from Prometheus's own Go module: the separate module hack/promtool pins it,
+# promtool, built from Prometheus's own Go module: the separate module hack/tools/promtool pins it,
 # keeping Prometheus's dependencies out of the operator's go.mod. The prometheus-operator
 # CRDs are generated from the API module the operator's go.mod requires, the one
 # test/monitoring decodes config/prometheus with. Expects PROMETHEUS_VERSION,
@@ -23,12 +23,12 @@ test-rules: $(PROMTOOL) ## Check the PrometheusRule and the dashboard's queries 
 promtool: $(PROMTOOL) ## Build promtool from Prometheus's Go module into bin/ (from a cold cache: about 8 minutes).
 
 $(PROMTOOL):
-	@v=$$(cd hack/promtool && $(GO) list -m -f '{{.Version}}' github.com/prometheus/prometheus); \
+	@v=$$(cd hack/tools/promtool && $(GO) list -m -f '{{.Version}}' github.com/prometheus/prometheus); \
 	if [ "$$v" != "$(PROMETHEUS_VERSION)" ]; then \
-		echo "hack/promtool/go.mod pins github.com/prometheus/prometheus $$v but PROMETHEUS_VERSION=$(PROMETHEUS_VERSION); bump one of them" >&2; \
+		echo "hack/tools/promtool/go.mod pins github.com/prometheus/prometheus $$v but PROMETHEUS_VERSION=$(PROMETHEUS_VERSION); bump one of them" >&2; \
 		exit 1; \
 	fi
-	cd hack/promtool && $(GO) build -trimpath -ldflags "-s -w -X github.com/prometheus/common/version.Version=$(PROMETHEUS_VERSION)" \
+	cd hack/tools/promtool && $(GO) build -trimpath -ldflags "-s -w -X github.com/prometheus/common/version.Version=$(PROMETHEUS_VERSION)" \
 		-o $@ github.com/prometheus/prometheus/cmd/promtool
 
 .PHONY: prometheus-operator-crds

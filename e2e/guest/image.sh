@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# Builds the e2e guest (docs/e2e.md, stage 3) as a KubeVirt containerDisk image, as a
+# `docker save` archive that `ctr images import` reads:
+#
+#   e2e/guest/image.sh REF GUEST_INIT_BINARY OUT.tar [WORKDIR]
+#
+# GUEST_INIT_BINARY is the static PID 1 of e2e/guest (CGO_ENABLED=0 go build). The
+# guest is Debian bookworm's kernel (the package behind linux-image-amd64, fetched with
+# apt-get download, nothing else downloaded) plus an initramfs holding only that init and
+# the virtio-net modules, on a raw disk that SeaBIOS boots: syslinux's MBR, one bootable
+# FAT partition at 1 MiB with syslinux, vmlinuz, initrd.gz and syslinux.cfg, written with
+# mtools (no loop device, no mount). The image has one layer, /disk/disk.img owned by
+# qemu (107:107), mode 0440, as KubeVirt's containerDisk documentation asks.
+#
+# WORKDIR (default bin/e2e-local/guest) caches the kernel, so reruns download nothing, and
+# keeps initrd.gz and disk.img for booting by hand:
+#
+#   qemu-system-x86_64 -accel tcg -m 256 -nographic -no-reboot \
+#     -drive file=WORKDIR/disk.img,format=raw,if=virtio -nic user,model=virtio-net-pci
+#
+# GUEST_KERNEL_ARGS is appended to the kernel command line; its default gives the first
+# NIC the address KubeVirt's masquerade binding expects (the guest has no DHCP client).
+set -euo pipefail
+
+die() { echo "guest-image: $*" >&2; exit 1; }
+log() { echo "guest-image: $*" >&2; }
+[[ $# -eq 3 || $# -eq 4 ]] || die "usage: $0 REF GUEST_INIT_BINARY OUT.tar [WORKDIR]"
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+ref=$1 init=$2 out=$3 workdir=${4:-$repo/bin/e2e-local/guest}
+kernel_args=${GUEST_KERNEL_ARGS-isochron.ip=10.0.2.2/24 isochron.gw=10.0.2.1}
+[[ -f $init && -x $init ]] || die "$init is not an executable file"
+# The NIC driver and what it needs; built-in ones (modules.builtin) are skipped.
+modules=(virtio_pci virtio_net)
+# Built-in options the guest cannot boot without: serial console, gzip initramfs, devtmpfs.
+required_config=(CONFIG_SERIAL_8250_CONSOLE CONFIG_BLK_DEV_INITRD CONFIG_RD_GZIP CONFIG_DEVTMPFS CONFIG_INET)
+mbr=/usr/lib/syslinux/mbr/mbr.bin
+
+# Debian packages, installed only when something is missing.
+missing=()
+for pair in syslinux:syslinux "$mbr":syslinux-common mcopy:mtools mkfs.fat:dosfstools \
+  sfdisk:fdisk cpio:cpio; do
+  tool=${pair%%:*} pkg=${pair#*:}
+  if [[ $tool == /* ]]; then [[ -e $tool ]] || missing+=("$pkg")
+  else command -v "$tool" >/dev/null || missing+=("$pkg"); fi
+done
+if ((${#missing[@]})); then
+  [[ $(id -u) -eq 0 ]] || die "missing ${missing[*]}: apt-get install -y --no-install-recommends ${missing[*]} (as root)"
+  log "installing ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+mkdir -p "$workdir"
+workdir=$(cd "$workdir" && pwd)
+build=$(mktemp -d "$workdir/build.XXXXXX")
+trap 'rm -rf "$build"' EXIT
+
+# --- kernel: the versioned package behind linux-image-amd64 -------------------------------
+kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-[0-9].*\)$/\1/p' | head -n1)
+if [[ -z $kpkg && $(id -u) -eq 0 ]]; then
+  apt-get update -qq && kpkg=$(apt-cache depends linux-image-amd64 | sed -n 's/^ *Depends: \(linux-image-[0-9].*\)$/\1/p' | head -n1)
+fi
+[[ -n $kpkg ]] || die "apt-cache cannot resolve linux-image-amd64 (run apt-get update)"
+kver=$(apt-cache show --no-all-versions "$kpkg" | sed -n 's/^Version: //p' | head -n1)
+kdir=$workdir/kernel/${kpkg}_$kver
+if [[ ! -f $kdir/done || $(cat "$kdir/done") != "${modules[*]}" ]]; then
+  log "fetching $kpkg $kver with apt-get download"
+  rm -rf "$kdir" && mkdir -p "$kdir/modules" "$build/deb"
+  # (apt warns that it downloads unsandboxed as root into the private build dir: harmless.)
+  if ! (cd "$build/deb" && apt-get download -q "$kpkg=$kver" >"$build/apt.log" 2>&1); then
+    cat "$build/apt.log" >&2
+    die "apt-get download $kpkg=$kver failed"
+  fi
+  deb=$(echo "$build"/deb/*.deb)
+  [[ -f $deb ]] || die "apt-get download $kpkg=$kver wrote no .deb"
+  dpkg -x "$deb" "$build/root"
+  cp "$build"/root/boot/vmlinuz-* "$kdir/vmlinuz"
+  cp "$build"/root/boot/config-* "$kdir/config"
+  moddir=$(echo "$build"/root/lib/modules/*)
+  for opt in "${required_config[@]}"; do
+    grep -qx "$opt=y" "$kdir/config" || die "$kpkg: $opt is not built in"
+  done
+  # Resolve dependencies from each module's .modinfo depends= and number the files so
+  # that name order is load order (the init loads /modules/*.ko sorted).
+  declare -A seen=()
+  n=0
+  add() {
+    local name=${1//-/_} file dep
+    [[ -z ${seen[$name]:-} ]] || return 0
+    seen[$name]=1
+    grep -q "/${name}.ko$" "$moddir/modules.builtin" && return 0
+    file=$(find "$moddir/kernel" -name "$name.ko" -o -name "${name//_/-}.ko" | head -n1)
+    [[ -n $file ]] || die "$kpkg: module $name not found"
+    for dep in $(tr '\0' '\n' <"$file" | sed -n 's/^depends=//p' | head -n1 | tr ',' ' '); do
+      add "$dep"
+    done
+    cp "$file" "$kdir/modules/$(printf '%02d' "$n")-$name.ko"
+    n=$((n + 1))
+  }
+  for m in "${modules[@]}"; do add "$m"; done
+  echo "${modules[*]}" >"$kdir/done"
+  rm -rf "$build/deb" "$build/root"
+fi
+log "kernel $kpkg $kver, modules: $(cd "$kdir/modules" && echo ./*.ko | sed 's|\./||g')"
+
+# --- initramfs: /init, /dev/console, /modules -------------------------------------------
+rootfs=$build/initramfs
+mkdir -p "$rootfs/dev" "$rootfs/proc" "$rootfs/sys" "$rootfs/modules"
+cp "$init" "$rootfs/init" && chmod 0755 "$rootfs/init"
+cp "$kdir"/modules/*.ko "$rootfs/modules/" 2>/dev/null || true
+chmod 0644 "$rootfs"/modules/* 2>/dev/null || true
+if [[ $(id -u) -eq 0 ]]; then
+  mknod -m 0600 "$rootfs/dev/console" c 5 1
+else
+  log "not root: no /dev/console in the initramfs (the init opens it from devtmpfs)"
+fi
+find "$rootfs" -exec touch -h -d @0 {} +
+(cd "$rootfs" && find . -mindepth 1 | LC_ALL=C sort |
+  cpio --quiet -o -H newc -R 0:0 --reproducible) | gzip -9n >"$workdir/initrd.gz"
+
+# --- disk: MBR, bootable FAT partition at 1 MiB, syslinux --------------------------------
+cat >"$build/syslinux.cfg" <<EOF
+DEFAULT linux
+PROMPT 0
+TIMEOUT 0
+LABEL linux
+  KERNEL vmlinuz
+  INITRD initrd.gz
+  APPEND console=ttyS0 quiet panic=-1 $kernel_args
+EOF
+cp "$kdir/vmlinuz" "$build/vmlinuz" && cp "$workdir/initrd.gz" "$build/initrd.gz"
+touch -d '2000-01-01T00:00:00Z' "$build/vmlinuz" "$build/initrd.gz" "$build/syslinux.cfg"
+payload=$(du -cb "$build/vmlinuz" "$build/initrd.gz" | tail -n1 | cut -f1)
+part_mib=$((payload / 1048576 + 2)) # + room for ldlinux.sys/.c32 and the FAT itself
+disk=$workdir/disk.img
+rm -f "$disk" && truncate -s $(((part_mib + 1) * 1048576)) "$disk"
+printf 'label: dos\nlabel-id: 0x15c40c42\nstart=2048, type=6, bootable\n' |
+  sfdisk --quiet --no-reread --no-tell-kernel "$disk"
+dd if="$mbr" of="$disk" bs=440 count=1 conv=notrunc status=none
+mkfs.fat --invariant -F 16 --offset 2048 -i 15c40c42 -n ISOCHRON "$disk" $((part_mib * 1024)) >/dev/null
+export MTOOLS_SKIP_CHECK=1 SOURCE_DATE_EPOCH=946684800
+syslinux --offset 1048576 --install "$disk"
+mcopy -m -i "$disk@@1M" "$build/vmlinuz" "$build/initrd.gz" "$build/syslinux.cfg" ::
+
+# --- containerDisk image: one layer with disk/disk.img -----------------------------------
+mkdir -p "$build/layer/disk"
+cp "$disk" "$build/layer/disk/disk.img"
+chmod 0755 "$build/layer/disk" && chmod 0440 "$build/layer/disk/disk.img"
+tar --sort=name --owner=107 --group=107 --numeric-owner --mtime=@0 \
+  -C "$build/layer" -cf "$build/layer.tar" disk
+# No entrypoint: KubeVirt runs its own container-disk binary in this container.
+"$repo/e2e/local/layers-archive.sh" "$ref" "$out" '{}' "$build/layer.tar" >/dev/null
+
+size() { du -h --apparent-size "$1" | cut -f1; }
+log "vmlinuz $(size "$kdir/vmlinuz"), $workdir/initrd.gz $(size "$workdir/initrd.gz"), $disk $(size "$disk")"
+echo "guest-image: $ref ($kpkg) -> $out ($(size "$out"))"

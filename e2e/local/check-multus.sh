@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Stage 2 check of the local e2e cluster: Multus (the thin plugin, the node's primary
+# CNI, e2e/local/up.sh) attaches a second network from a NetworkAttachmentDefinition.
+# Creates a NAD of a second bridge ($NAD_BRIDGE, host-local IPAM in $NAD_CIDR) and a pod
+# of the rtprobe image (FROM scratch, no shell) annotated
+# k8s.v1.cni.cncf.io/networks: <ns>/<nad>; reads the pod's interfaces from the host with
+# `nsenter -t <pid> -n ip addr` and Multus' network-status annotation, and fails unless
+# the pod has eth0 on the default network and net1 with an address in $NAD_CIDR.
+set -euo pipefail
+# shellcheck source=e2e/local/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+PROBE_IMG=${PROBE_IMG:-isochron/rtprobe:v0.1.0}
+ns=e2e-multus-check
+nad=second-bridge
+
+# A namespace of an earlier run may still be terminating: start from a fresh one.
+kubectl_ delete namespace "$ns" --ignore-not-found --timeout=120s >/dev/null
+kubectl_ create namespace "$ns" --dry-run=client -o yaml | kubectl_ apply -f - >/dev/null
+kubectl_ apply -f - >/dev/null <<JSON
+{"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+ "metadata": {"name": "$nad", "namespace": "$ns"},
+ "spec": {"config": "{\"cniVersion\": \"0.4.0\", \"name\": \"$nad\", \"type\": \"bridge\", \"bridge\": \"$NAD_BRIDGE\", \"ipam\": {\"type\": \"host-local\", \"ranges\": [[{\"subnet\": \"$NAD_CIDR\"}]], \"dataDir\": \"$STATE/cni/ipam\"}}"}}
+JSON
+kubectl_ apply -f - >/dev/null <<JSON
+{"apiVersion": "v1", "kind": "Pod",
+ "metadata": {"name": "two-networks", "namespace": "$ns",
+  "annotations": {"k8s.v1.cni.cncf.io/networks": "$ns/$nad"}},
+ "spec": {"automountServiceAccountToken": false, "terminationGracePeriodSeconds": 1,
+  "nodeName": "$NODE_NAME",
+  "containers": [{"name": "rtprobe", "image": "$PROBE_IMG", "imagePullPolicy": "Never",
+   "args": ["gateway", "--listen=:8080"]}]}}
+JSON
+kubectl_ wait -n "$ns" --for=condition=Ready pod/two-networks --timeout=120s >/dev/null ||
+  { kubectl_ describe pod -n "$ns" two-networks; tail -n 30 "$LOGS/multus.log" 2>/dev/null; die "the pod with two networks did not start"; }
+
+cid=$(kubectl_ get pod -n "$ns" two-networks -o jsonpath='{.status.containerStatuses[0].containerID}')
+cid=${cid#containerd://}
+pid=$(ctr_ tasks ls | awk -v c="$cid" '$1 == c { print $2 }')
+[[ -n $pid ]] || die "no task for container $cid of pod two-networks"
+addrs=$(in_cluster nsenter -t "$pid" -n ip -o -4 addr show)
+status=$(kubectl_ get pod -n "$ns" two-networks -o jsonpath='{.metadata.annotations.k8s\.v1\.cni\.cncf\.io/network-status}')
+echo "pod $ns/two-networks (pid $pid), nsenter -n ip addr:"
+in_cluster nsenter -t "$pid" -n ip addr show | sed 's/^/    /'
+echo "k8s.v1.cni.cncf.io/network-status: $status"
+
+fail=false
+net1=$(awk '$2 == "net1" { print $4 }' <<<"$addrs")
+eth0=$(awk '$2 == "eth0" { print $4 }' <<<"$addrs")
+[[ -n $eth0 ]] || { log "FAIL: no IPv4 address on eth0 (the default network)"; fail=true; }
+[[ $net1 == "${NAD_CIDR%.0/*}".* ]] || { log "FAIL: net1 has '${net1}', want an address in $NAD_CIDR"; fail=true; }
+grep -q "\"$ns/$nad\"" <<<"$status" || { log "FAIL: network-status does not list $ns/$nad"; fail=true; }
+
+kubectl_ delete namespace "$ns" --wait=false >/dev/null
+$fail && die "Multus check failed"
+echo "PASS: Multus gave the pod eth0 $eth0 (default network) and net1 $net1 ($ns/$nad on $NAD_BRIDGE)"

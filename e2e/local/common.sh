@@ -1,0 +1,48 @@
+# shellcheck shell=bash disable=SC2034  # the variables are used by the scripts that source this file
+# Settings shared by the local e2e cluster's scripts (sourced, not run). Every value
+# can be overridden from the environment; `make e2e-local-up` passes the pinned ones.
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+KUBE_VERSION=${KUBE_VERSION:-v1.34.3}
+KUBE_BIN=${KUBE_BIN:-$repo/bin/k8s/$KUBE_VERSION}
+STATE=${E2E_LOCAL_STATE:-$repo/bin/e2e-local}
+NODE_NAME=${E2E_LOCAL_NODE:-e2e-local}
+API_PORT=${E2E_LOCAL_API_PORT:-6443}
+ETCD_PORT=${E2E_LOCAL_ETCD_PORT:-2379}
+KUBELET_PORT=${E2E_LOCAL_KUBELET_PORT:-10250}
+# The pod sandbox image, built FROM scratch from e2e/local/pause and never pulled.
+PAUSE_IMAGE=${E2E_LOCAL_PAUSE_IMAGE:-localhost/isochron/pause:e2e}
+POD_CIDR=${E2E_LOCAL_POD_CIDR:-10.244.0.0/24}
+# The pause program: the pods' sandbox image, and PID 1 of the node's PID namespace.
+PAUSE_BIN=${PAUSE_BIN:-$repo/bin/pause}
+# Multus' thin plugin, built from gopkg.in/k8snetworkplumbingwg/multus-cni.v4 (e2e/local/modules/multus).
+MULTUS_BIN=${MULTUS_BIN:-$repo/bin/multus}
+# The second network check-multus.sh attaches through a NetworkAttachmentDefinition.
+NAD_BRIDGE=e2elocal1
+NAD_CIDR=${E2E_LOCAL_NAD_CIDR:-10.245.0.0/24}
+SERVICE_CIDR=10.96.0.0/16
+# The kubelet's root: KubeVirt's virt-handler mounts /var/lib/kubelet (pods, device
+# plugins, seccomp) from the host by that path, so the local cluster uses the standard one.
+KUBELET_ROOT=${E2E_LOCAL_KUBELET_ROOT:-/var/lib/kubelet}
+# 2Mi hugepages for dedicated crawlers' guest memory (the kubelet reads them at start).
+HUGEPAGES=${E2E_LOCAL_HUGEPAGES:-512}
+
+RUN=$STATE/run
+LOGS=$STATE/logs
+CONTAINERD_SOCK=$STATE/containerd/containerd.sock
+KUBECONFIG_ADMIN=$STATE/admin.kubeconfig
+
+log() { echo "e2e-local: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+# alive NAME: the process recorded in $RUN/NAME.pid runs.
+alive() { [[ -f $RUN/$1.pid ]] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null; }
+
+ctr_() { ctr --address "$CONTAINERD_SOCK" --namespace k8s.io "$@"; }
+kubectl_() { "$KUBE_BIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }
+
+# cluster_init: the host PID of the node's PID namespace's init (up.sh); in_cluster
+# COMMAND...: run COMMAND in that namespace, with its /proc, where the PIDs containerd
+# reports (ctr tasks ls) are valid.
+cluster_init() { pgrep -P "$(cat "$RUN/pidns.pid" 2>/dev/null || echo 0)" -x pause; }
+in_cluster() { nsenter -t "$(cluster_init)" -p -m -- "$@"; }
