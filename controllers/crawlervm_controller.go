@@ -26,8 +26,8 @@ import (
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/inventory"
-	"isochron.io/isochron/internal/probe"
 	"isochron.io/isochron/internal/render"
+	"isochron.io/isochron/internal/slo"
 )
 
 // FieldOwner is the one field manager isochron applies with.
@@ -44,7 +44,7 @@ type CrawlerVMReconciler struct {
 	// decisions among them are serialised (see decide).
 	MaxConcurrentReconciles int
 	// Probes are the probe Jobs' image and timing.
-	Probes probe.Options
+	Probes slo.Options
 
 	// decide serialises placement decisions: each one reads every reservation made
 	// before it (through APIReader) and persists its own before the next one starts.
@@ -59,7 +59,7 @@ func NewCrawlerVMReconciler(mgr ctrl.Manager, concurrency int) *CrawlerVMReconci
 		APIReader:               mgr.GetAPIReader(),
 		Recorder:                mgr.GetEventRecorderFor("isochron"),
 		MaxConcurrentReconciles: concurrency,
-		Probes:                  probe.DefaultOptions(probe.DefaultImage),
+		Probes:                  slo.DefaultOptions(slo.DefaultImage),
 	}
 }
 

@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
-	"isochron.io/isochron/internal/probe"
 	"isochron.io/isochron/internal/render"
+	"isochron.io/isochron/internal/slo"
 )
 
 // jobNameLabel is the label the Job controller puts on a Job's pods.
@@ -32,26 +32,26 @@ func (r *CrawlerVMReconciler) runProbes(ctx context.Context, cvm *isov1.CrawlerV
 		return 0, err
 	}
 	jobs := &batchv1.JobList{}
-	if err := r.List(ctx, jobs, client.InNamespace(cvm.Namespace), client.MatchingLabels(probe.Selector(cvm))); err != nil {
+	if err := r.List(ctx, jobs, client.InNamespace(cvm.Namespace), client.MatchingLabels(slo.Selector(cvm))); err != nil {
 		return 0, fmt.Errorf("listing probe Jobs: %w", err)
 	}
-	active, unrecorded := probe.Sort(jobs.Items, cvm.UID, cvm.Status.LastProbe)
+	active, unrecorded := slo.Sort(jobs.Items, cvm.UID, cvm.Status.LastProbe)
 	if unrecorded != nil {
 		if err := r.record(ctx, cvm, unrecorded); err != nil {
 			return 0, err
 		}
 	}
-	st := probe.State{Now: time.Now(), Last: cvm.Status.LastProbe}
+	st := slo.State{Now: time.Now(), Last: cvm.Status.LastProbe}
 	if running != nil {
 		st.VMIUID = string(running.UID)
 	}
 	if len(active) > 0 {
 		a := active[0]
-		run, _ := probe.RunOf(a)
-		st.Active = &probe.Active{Name: a.Name, Run: run, Deleting: !a.DeletionTimestamp.IsZero()}
+		run, _ := slo.RunOf(a)
+		st.Active = &slo.Active{Name: a.Name, Run: run, Deleting: !a.DeletionTimestamp.IsZero()}
 	}
 
-	d, err := probe.Next(cvm, st)
+	d, err := slo.Next(cvm, st)
 	if err != nil {
 		if !apimeta.IsStatusConditionPresentAndEqual(cvm.Status.Conditions, isov1.ConditionSLOConfirmed, metav1.ConditionFalse) {
 			r.Recorder.Event(cvm, corev1.EventTypeWarning, isov1.ReasonInvalidSchedule, err.Error())
@@ -76,10 +76,10 @@ func (r *CrawlerVMReconciler) runProbes(ctx context.Context, cvm *isov1.CrawlerV
 			return 0, err
 		}
 		if name != "" {
-			st.Active = &probe.Active{Name: name, Run: *d.Start}
+			st.Active = &slo.Active{Name: name, Run: *d.Start}
 		}
 	}
-	status, reason, msg := probe.Condition(cvm, st)
+	status, reason, msg := slo.Condition(cvm, st)
 	setConditionStatus(cvm, isov1.ConditionSLOConfirmed, status, reason, msg)
 	return d.After, nil
 }
@@ -92,7 +92,7 @@ func (r *CrawlerVMReconciler) record(ctx context.Context, cvm *isov1.CrawlerVM, 
 	if err := r.APIReader.List(ctx, pods, client.InNamespace(cvm.Namespace), client.MatchingLabels{jobNameLabel: newest.Name}); err != nil {
 		return fmt.Errorf("reading the pod of probe Job %s: %w", newest.Name, err)
 	}
-	res := probe.Outcome(cvm, newest, probe.TerminationMessage(pods.Items), time.Now())
+	res := slo.Outcome(cvm, newest, slo.TerminationMessage(pods.Items), time.Now())
 	cvm.Status.LastProbe = &res
 	probeRuns.WithLabelValues(string(res.Verdict)).Inc()
 	kind := corev1.EventTypeWarning
@@ -106,19 +106,19 @@ func (r *CrawlerVMReconciler) record(ctx context.Context, cvm *isov1.CrawlerVM, 
 // startProbe creates the Job of run unless a probe Job of the crawler still exists on
 // the API server (the cache may lag a Job just created); it returns the Job's name, or
 // "" when it waits.
-func (r *CrawlerVMReconciler) startProbe(ctx context.Context, cvm *isov1.CrawlerVM, run probe.Run, vmi *kubevirtv1.VirtualMachineInstance) (string, error) {
+func (r *CrawlerVMReconciler) startProbe(ctx context.Context, cvm *isov1.CrawlerVM, run slo.Run, vmi *kubevirtv1.VirtualMachineInstance) (string, error) {
 	existing := &batchv1.JobList{}
-	if err := r.APIReader.List(ctx, existing, client.InNamespace(cvm.Namespace), client.MatchingLabels(probe.Selector(cvm))); err != nil {
+	if err := r.APIReader.List(ctx, existing, client.InNamespace(cvm.Namespace), client.MatchingLabels(slo.Selector(cvm))); err != nil {
 		return "", fmt.Errorf("listing probe Jobs: %w", err)
 	}
-	if active, _ := probe.Sort(existing.Items, cvm.UID, nil); len(active) > 0 {
+	if active, _ := slo.Sort(existing.Items, cvm.UID, nil); len(active) > 0 {
 		return "", nil
 	}
 	target, err := r.probeTarget(ctx, cvm, vmi)
 	if err != nil {
 		return "", err
 	}
-	job := probe.Job(cvm, run, target, r.Probes)
+	job := slo.Job(cvm, run, target, r.Probes)
 	if err := r.Create(ctx, job); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			return "", nil // a run is never repeated under its name; it is recorded or running
@@ -129,21 +129,21 @@ func (r *CrawlerVMReconciler) startProbe(ctx context.Context, cvm *isov1.Crawler
 	if target.IP != "" {
 		what += " and round trips to the RT-NIC at " + target.IP
 	}
-	r.Recorder.Eventf(cvm, corev1.EventTypeNormal, "ProbeStarted", "Started probe Job %s (%s): measures %s for %s", job.Name, run.Trigger, what, probe.ProbeDuration(cvm))
+	r.Recorder.Eventf(cvm, corev1.EventTypeNormal, "ProbeStarted", "Started probe Job %s (%s): measures %s for %s", job.Name, run.Trigger, what, slo.ProbeDuration(cvm))
 	return job.Name, nil
 }
 
 // probeTarget is the RT-NIC's network and the VM's address on it, as the VMI reports it.
-func (r *CrawlerVMReconciler) probeTarget(ctx context.Context, cvm *isov1.CrawlerVM, vmi *kubevirtv1.VirtualMachineInstance) (probe.Target, error) {
+func (r *CrawlerVMReconciler) probeTarget(ctx context.Context, cvm *isov1.CrawlerVM, vmi *kubevirtv1.VirtualMachineInstance) (slo.Target, error) {
 	if cvm.Spec.RTNIC == nil {
-		return probe.Target{}, nil
+		return slo.Target{}, nil
 	}
 	key := render.NetworkKey(cvm)
 	nad := &nadv1.NetworkAttachmentDefinition{}
 	if err := r.Get(ctx, key, nad); err != nil {
-		return probe.Target{}, fmt.Errorf("reading NetworkAttachmentDefinition %s: %w", key, err)
+		return slo.Target{}, fmt.Errorf("reading NetworkAttachmentDefinition %s: %w", key, err)
 	}
-	t := probe.Target{Network: probe.NetworkRefOf(key.Namespace, key.Name, nad.Annotations)}
+	t := slo.Target{Network: slo.NetworkRefOf(key.Namespace, key.Name, nad.Annotations)}
 	for _, ifc := range vmi.Status.Interfaces {
 		if ifc.Name == render.NetworkRT && ifc.IP != "" {
 			t.IP = ifc.IP
@@ -155,7 +155,7 @@ func (r *CrawlerVMReconciler) probeTarget(ctx context.Context, cvm *isov1.Crawle
 // ensureProbeService applies the crawler's probe gateway Service when it is missing or
 // differs from what isochron wants.
 func (r *CrawlerVMReconciler) ensureProbeService(ctx context.Context, cvm *isov1.CrawlerVM) error {
-	want := probe.Service(cvm)
+	want := slo.Service(cvm)
 	have := &corev1.Service{}
 	err := r.Get(ctx, client.ObjectKeyFromObject(want), have)
 	switch {

@@ -17,8 +17,8 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
-	"isochron.io/isochron/internal/probe"
 	"isochron.io/isochron/internal/render"
+	"isochron.io/isochron/internal/slo"
 	"isochron.io/isochron/probes/gateway"
 	"isochron.io/isochron/probes/interval"
 	"isochron.io/isochron/probes/report"
@@ -56,7 +56,7 @@ func runningCrawler(t *testing.T, ns, name, ip string, opts ...cvmOption) (*isov
 func probeJobs(t *testing.T, c *isov1.CrawlerVM) []batchv1.Job {
 	t.Helper()
 	jobs := &batchv1.JobList{}
-	if err := k8s.List(context.Background(), jobs, client.InNamespace(c.Namespace), client.MatchingLabels(probe.Selector(c))); err != nil {
+	if err := k8s.List(context.Background(), jobs, client.InNamespace(c.Namespace), client.MatchingLabels(slo.Selector(c))); err != nil {
 		t.Fatal(err)
 	}
 	return jobs.Items
@@ -203,7 +203,7 @@ func TestProbeJobConfirmsTheSLO(t *testing.T) {
 		err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "probed-probe"}, svc)
 		return err == nil, fmt.Sprint(err)
 	})
-	if svc.Spec.Ports[0].Port != probe.GatewayPort || svc.Spec.Selector[probe.LabelCrawler] != "probed" || len(svc.OwnerReferences) != 1 {
+	if svc.Spec.Ports[0].Port != slo.GatewayPort || svc.Spec.Selector[slo.LabelCrawler] != "probed" || len(svc.OwnerReferences) != 1 {
 		t.Errorf("Service ports %+v selector %v owners %+v", svc.Spec.Ports, svc.Spec.Selector, svc.OwnerReferences)
 	}
 
@@ -216,8 +216,8 @@ func TestProbeJobConfirmsTheSLO(t *testing.T) {
 		s.ActiveDeadlineSeconds == nil || *s.ActiveDeadlineSeconds < 10 || s.TTLSecondsAfterFinished == nil {
 		t.Errorf("Job %s: owners %+v backoffLimit %d activeDeadlineSeconds %v ttl %v", job.Name, job.OwnerReferences, *s.BackoffLimit, s.ActiveDeadlineSeconds, s.TTLSecondsAfterFinished)
 	}
-	if job.Annotations[probe.AnnotationTrigger] != string(isov1.TriggerStart) {
-		t.Errorf("trigger %q, want Start", job.Annotations[probe.AnnotationTrigger])
+	if job.Annotations[slo.AnnotationTrigger] != string(isov1.TriggerStart) {
+		t.Errorf("trigger %q, want Start", job.Annotations[slo.AnnotationTrigger])
 	}
 	args := strings.Join(pod.Spec.Containers[0].Args, " ")
 	for _, want := range []string{"slo", "--duration=10s", "--objective=99.999", "--rtt-target=10.10.0.7:7", "--rtt-rate=400", "--rtt-deadline=5ms", "--report=/dev/termination-log"} {
@@ -295,7 +295,7 @@ func TestProbeJobConfirmsTheSLO(t *testing.T) {
 		}
 		return false, "only the first Job"
 	})
-	if again.Annotations[probe.AnnotationTrigger] != string(isov1.TriggerSpecChange) || again.Annotations[probe.AnnotationGeneration] != fmt.Sprint(c.Generation) {
+	if again.Annotations[slo.AnnotationTrigger] != string(isov1.TriggerSpecChange) || again.Annotations[slo.AnnotationGeneration] != fmt.Sprint(c.Generation) {
 		t.Errorf("Job %s annotations %v, want trigger SpecChange for generation %d", again.Name, again.Annotations, c.Generation)
 	}
 	waitForSLO(t, c, metav1.ConditionUnknown, isov1.ReasonProbeRunning)
@@ -381,7 +381,7 @@ func TestNoSecondProbeWhileOneRuns(t *testing.T) {
 		return false, fmt.Sprintf("%d Jobs", len(jobs))
 	})
 	// Trigger Start: no probe of this VMI has finished yet.
-	if second.Annotations[probe.AnnotationTrigger] != string(isov1.TriggerStart) || second.Annotations[probe.AnnotationGeneration] != fmt.Sprint(c.Generation) {
+	if second.Annotations[slo.AnnotationTrigger] != string(isov1.TriggerStart) || second.Annotations[slo.AnnotationGeneration] != fmt.Sprint(c.Generation) {
 		t.Errorf("second Job annotations %v, want trigger Start for generation %d", second.Annotations, c.Generation)
 	}
 	if !slices.ContainsFunc(events(t, c), func(e string) bool { return strings.HasPrefix(e, "ProbeCancelled: Cancelled probe Job "+first.Name) }) {

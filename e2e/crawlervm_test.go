@@ -25,8 +25,8 @@ import (
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/placement"
-	"isochron.io/isochron/internal/probe"
 	"isochron.io/isochron/internal/render"
+	"isochron.io/isochron/internal/slo"
 )
 
 // Timeouts, generous for nested or software-emulated virtualisation.
@@ -141,8 +141,8 @@ func runCrawler(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM, checkCP
 	if lp.Job == "" || lp.Verdict == "" {
 		t.Errorf("status.lastProbe = %+v, want the Job's name and a verdict", lp)
 	}
-	if err := cl.Get(ctx, client.ObjectKey{Namespace: cvm.Namespace, Name: probe.ServiceName(cvm)}, &corev1.Service{}); err != nil {
-		t.Errorf("probe Service %s: %v", probe.ServiceName(cvm), err)
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: cvm.Namespace, Name: slo.ServiceName(cvm)}, &corev1.Service{}); err != nil {
+		t.Errorf("probe Service %s: %v", slo.ServiceName(cvm), err)
 	}
 
 	// Deleting the CrawlerVM removes everything it created.
@@ -289,16 +289,16 @@ func leftovers(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM) []string
 		left = append(left, "vmi/"+v.Name)
 	}
 	jobs := &batchv1.JobList{}
-	if err := cl.List(ctx, jobs, client.InNamespace(cvm.Namespace), client.MatchingLabels(probe.Selector(cvm))); err != nil {
+	if err := cl.List(ctx, jobs, client.InNamespace(cvm.Namespace), client.MatchingLabels(slo.Selector(cvm))); err != nil {
 		t.Fatalf("listing Jobs: %v", err)
 	}
 	for _, j := range jobs.Items {
 		left = append(left, "job/"+j.Name)
 	}
-	err := cl.Get(ctx, client.ObjectKey{Namespace: cvm.Namespace, Name: probe.ServiceName(cvm)}, &corev1.Service{})
+	err := cl.Get(ctx, client.ObjectKey{Namespace: cvm.Namespace, Name: slo.ServiceName(cvm)}, &corev1.Service{})
 	switch {
 	case err == nil:
-		left = append(left, "service/"+probe.ServiceName(cvm))
+		left = append(left, "service/"+slo.ServiceName(cvm))
 	case !apierrors.IsNotFound(err):
 		t.Fatalf("reading the probe Service: %v", err)
 	}

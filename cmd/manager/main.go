@@ -21,7 +21,7 @@ import (
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/controllers"
-	"isochron.io/isochron/internal/probe"
+	"isochron.io/isochron/internal/slo"
 )
 
 // Scheme holds every API type the manager reads or writes.
@@ -50,10 +50,10 @@ func main() {
 	flag.IntVar(&concurrency, "max-concurrent-reconciles", 4, "CrawlerVMs reconciled at once (placement decisions among them are serialised).")
 	flag.IntVar(&qps, "kube-api-qps", 50, "Requests per second to the API server (each placement decision reads every crawler).")
 	flag.IntVar(&burst, "kube-api-burst", 100, "Burst of requests to the API server.")
-	flag.StringVar(&probeImage, "probe-image", probe.DefaultImage, "The rtprobe image the probe Jobs run.")
+	flag.StringVar(&probeImage, "probe-image", slo.DefaultImage, "The rtprobe image the probe Jobs run.")
 	flag.DurationVar(&probeGrace, "probe-grace", 5*time.Minute, "Time a probe Job gets beyond spec.probe.duration to start and report before it is failed as timed out.")
 	flag.DurationVar(&probeTTL, "probe-ttl", time.Hour, "How long finished probe Jobs and their pods (with logs) are kept.")
-	flag.StringVar(&probeCPU, "probe-cpu", probe.DefaultCPU.String(), "CPU request and limit of the probe pods (Guaranteed). A whole number gets exclusive CPUs under the static CPU Manager; a fraction (e.g. 200m) runs on the shared pool, for nodes too small to spare a CPU.")
+	flag.StringVar(&probeCPU, "probe-cpu", slo.DefaultCPU.String(), "CPU request and limit of the probe pods (Guaranteed). A whole number gets exclusive CPUs under the static CPU Manager; a fraction (e.g. 200m) runs on the shared pool, for nodes too small to spare a CPU.")
 	opts := zap.Options{Development: false}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -88,7 +88,7 @@ func main() {
 		os.Exit(1)
 	}
 	r := controllers.NewCrawlerVMReconciler(mgr, concurrency)
-	r.Probes = probe.Options{Image: probeImage, Grace: probeGrace, TTL: probeTTL, CPU: cpu}
+	r.Probes = slo.Options{Image: probeImage, Grace: probeGrace, TTL: probeTTL, CPU: cpu}
 	if err := r.SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Unable to set up controller", "controller", "CrawlerVM")
 		os.Exit(1)

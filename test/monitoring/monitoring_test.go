@@ -34,7 +34,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
-	"isochron.io/isochron/internal/probe"
+	"isochron.io/isochron/internal/slo"
 )
 
 const root = "../.."
@@ -567,7 +567,7 @@ func TestPodMonitorSelectsProbePods(t *testing.T) {
 	pm := loadMonitoring(t).podMonitors[0]
 	cvm := &isov1.CrawlerVM{ObjectMeta: metav1.ObjectMeta{Namespace: "crawlers", Name: "c1", UID: "u1", Generation: 1}}
 	cvm.Spec.ErrorBudget.Objective = "99.999"
-	job := probe.Job(cvm, probe.Run{Trigger: isov1.TriggerSchedule, Generation: 1, VMIUID: "v1"}, probe.Target{}, probe.DefaultOptions(probe.DefaultImage))
+	job := slo.Job(cvm, slo.Run{Trigger: isov1.TriggerSchedule, Generation: 1, VMIUID: "v1"}, slo.Target{}, slo.DefaultOptions(slo.DefaultImage))
 	pod := job.Spec.Template
 
 	sel, err := metav1.LabelSelectorAsSelector(&pm.Spec.Selector)
@@ -599,7 +599,7 @@ func TestPodMonitorSelectsProbePods(t *testing.T) {
 	if ep.Path != "/metrics" {
 		t.Errorf("endpoint path %q, want /metrics (probes/gateway)", ep.Path)
 	}
-	crawlerLabel := "__meta_kubernetes_pod_label_" + regexp.MustCompile(`[^a-zA-Z0-9_]`).ReplaceAllString(probe.LabelCrawler, "_")
+	crawlerLabel := "__meta_kubernetes_pod_label_" + regexp.MustCompile(`[^a-zA-Z0-9_]`).ReplaceAllString(slo.LabelCrawler, "_")
 	relabelled := slices.ContainsFunc(ep.RelabelConfigs, func(r monitoringv1.RelabelConfig) bool {
 		return len(r.SourceLabels) == 1 && string(r.SourceLabels[0]) == crawlerLabel && r.TargetLabel == "name"
 	})

@@ -1,5 +1,7 @@
-// Package probe decides when a CrawlerVM's SLO is measured, builds the probe Job and
-// the gateway Service, and judges what a probe reports. It does no I/O.
+// Package slo is the operator's side of a crawler's SLO: it decides when the SLO is
+// measured, builds the probe Job and the gateway Service, and judges what a probe
+// reports against the error budget. It does no I/O. (rtprobe, which the probe Job runs,
+// measures; its libraries are in probes/.)
 //
 // A probe Job runs `rtprobe slo` for spec.probe.duration:
 //   - a gateway at the stable Service <name>-probe:8080, which stamps the arrival of
@@ -13,7 +15,7 @@
 // Both are black-box measures taken outside the VM: they see what the building's
 // gateway would see, whatever inside or around the VM caused it (vCPU waits, the
 // host's I/O path, the NIC, the crawler's own code). See docs/probes.md.
-package probe
+package slo
 
 import (
 	"encoding/hex"

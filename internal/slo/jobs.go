@@ -1,4 +1,4 @@
-package probe
+package slo
 
 import (
 	batchv1 "k8s.io/api/batch/v1"
