@@ -22,7 +22,7 @@ import (
 	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/sizing"
-	"isochron.io/isochron/internal/testcases"
+	"isochron.io/isochron/test/support/testcases"
 )
 
 func condition(c *isov1.CrawlerVM, typ string) string {

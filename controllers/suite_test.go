@@ -20,7 +20,7 @@ import (
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/controllers"
-	"isochron.io/isochron/internal/testenv"
+	"isochron.io/isochron/test/support/testenv"
 )
 
 // The suite runs on a real kube-apiserver and etcd (envtest, binaries built by

@@ -8,7 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"isochron.io/isochron/config/crd"
-	"isochron.io/isochron/internal/testcases"
+	"isochron.io/isochron/test/support/testcases"
 )
 
 func validator(t *testing.T) *Validator {

@@ -36,7 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
-	"isochron.io/isochron/internal/testenv"
+	"isochron.io/isochron/test/support/testenv"
 )
 
 const (

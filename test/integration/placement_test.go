@@ -30,7 +30,7 @@ import (
 	"isochron.io/isochron/controllers"
 	"isochron.io/isochron/internal/inventory"
 	"isochron.io/isochron/internal/model"
-	"isochron.io/isochron/internal/testenv"
+	"isochron.io/isochron/test/support/testenv"
 )
 
 var env *testenv.Env
