@@ -120,7 +120,7 @@ func placementStatus(cvm *isov1.CrawlerVM, node string, predicted time.Duration)
 // now (neighbours come and go, profiles change).
 func refreshPrediction(cvm *isov1.CrawlerVM, inv *clusterInventory) {
 	node := cvm.Status.Placement.Node
-	pred, ok := inv.predict(cvm.Namespace+"/"+cvm.Name, node)
+	pred, ok := inv.predict(cvm.Namespace + "/" + cvm.Name)
 	if !ok {
 		return
 	}

@@ -61,27 +61,8 @@ func (inv *clusterInventory) hasNode(name string) bool {
 	return false
 }
 
-// predict is the model's prediction for the crawler key among everything on node.
-func (inv *clusterInventory) predict(key, node string) (model.Prediction, bool) {
-	var n *placement.Node
-	for i := range inv.nodes {
-		if inv.nodes[i].Name == node {
-			n = &inv.nodes[i]
-		}
-	}
-	if n == nil {
-		return model.Prediction{}, false
-	}
-	var ws []model.Workload
-	for _, r := range inv.residents {
-		if r.Node == node {
-			ws = append(ws, r.Workload)
-		}
-	}
-	for _, p := range model.Evaluate(model.Node{CPUs: n.CapacityCPUs, Params: n.Params}, ws) {
-		if p.Key == key {
-			return p, true
-		}
-	}
-	return model.Prediction{}, false
+// predict is the model's prediction for the crawler key where it is placed, with every
+// crawler on its node.
+func (inv *clusterInventory) predict(key string) (model.Prediction, bool) {
+	return placement.NewPlanner(inv.nodes, inv.residents).Prediction(key)
 }

@@ -229,7 +229,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range placement.Summarize(inv.nodes, inv.residents) {
 		ch <- prometheus.MustNewConstMetric(nodeExclusiveDesc, prometheus.GaugeValue, float64(s.ExclusiveMilli)/1000, s.Node)
 		ch <- prometheus.MustNewConstMetric(nodeFreeDesc, prometheus.GaugeValue, float64(s.FreeMilli)/1000, s.Node)
-		ch <- prometheus.MustNewConstMetric(nodeCrawlersDesc, prometheus.GaugeValue, float64(s.Crawlers), s.Node)
+		ch <- prometheus.MustNewConstMetric(nodeCrawlersDesc, prometheus.GaugeValue, float64(len(s.Crawlers)), s.Node)
 		ch <- prometheus.MustNewConstMetric(nodeWorstDesc, prometheus.GaugeValue, s.WorstPredicted.Seconds(), s.Node)
 	}
 }

@@ -26,6 +26,15 @@ func (inv *Inventory) PlacementNodes() []placement.Node {
 	return nodes
 }
 
+// Requests are the input's CrawlerVMs as placement requests, in namespace/name order.
+func (inv *Inventory) Requests() []placement.Request {
+	reqs := make([]placement.Request, len(inv.CrawlerVMs))
+	for i, c := range inv.CrawlerVMs {
+		reqs[i] = inventory.Request(c)
+	}
+	return reqs
+}
+
 // paramsOf is the contention profile of the named node, the defaults if it is not in the
 // input.
 func (inv *Inventory) paramsOf(name string) model.Params {

@@ -5,16 +5,13 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"isochron.io/isochron/internal/inventory"
 	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/placement"
-	"isochron.io/isochron/internal/sizing"
 )
 
 // Result is a plan: where each crawler goes and what each node holds afterwards. Its
@@ -101,78 +98,44 @@ func CheckPlanInput(inv *Inventory) error {
 	return nil
 }
 
-// Plan places every CrawlerVM of inv on its Nodes, from scratch and in namespace/name
-// order, as the operator would on a fresh cluster: the status of the CrawlerVMs (a node
-// they are on now) is ignored. Once all are placed, each node is predicted again with
-// its final crawlers, so every figure is the one the crawler would see with the whole
-// plan applied. Check the input with CheckPlanInput first.
+// Plan places every CrawlerVM of inv on its Nodes with the core's planner
+// (placement.Plan): from scratch and in namespace/name order, as the operator would on
+// a fresh cluster, every figure the one the crawler would see with the whole plan
+// applied. Check the input with CheckPlanInput first.
 func Plan(inv *Inventory) Result {
-	nodes := inv.PlacementNodes()
-	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
-	index := make(map[string]int, len(nodes))
-	for i, n := range nodes {
-		index[n.Name] = i
-	}
-	on := make([][]model.Workload, len(nodes)) // final residents per node
-	usedMilli := make([]int64, len(nodes))
-	planner := placement.NewPlanner(nodes, nil)
-	res := Result{Crawlers: make([]CrawlerPlan, 0, len(inv.CrawlerVMs)), Nodes: make([]NodePlan, len(nodes))}
-	for _, c := range inv.CrawlerVMs {
-		req := inventory.Request(c)
-		req.Current = "" // from scratch
-		d := planner.Place(req)
+	planned, nodes := placement.Plan(inv.PlacementNodes(), inv.Requests())
+	res := Result{Crawlers: make([]CrawlerPlan, len(planned)), Nodes: make([]NodePlan, len(nodes))}
+	for i, p := range planned {
+		c := inv.CrawlerVMs[i]
 		cp := CrawlerPlan{
 			Namespace:   c.Namespace,
 			Name:        c.Name,
-			VCPUs:       d.Sizing.VCPUs,
-			HostCPUs:    d.Sizing.HostCPUs,
+			Placed:      p.Placed(),
+			Node:        p.Node,
+			VCPUs:       p.Sizing.VCPUs,
+			HostCPUs:    p.Sizing.HostCPUs,
 			ToleranceMs: ms(c.Spec.ErrorBudget.Tolerance.Duration),
-			Reason:      d.Reason,
+			Reason:      p.Reason,
 		}
-		if d.Placed() {
-			planner.Commit(req, d)
-			i := index[d.Node]
-			on[i] = append(on[i], placement.Workload(req.Key, req.Spec, d.Sizing))
-			usedMilli[i] += cpuMilli(d.Sizing)
-			cp.Placed, cp.Node = true, d.Node
+		if p.Placed() {
+			cp.PredictedErrorMs, cp.cause = ms(p.Final.Error), p.Final.Cause
 		}
-		res.Crawlers = append(res.Crawlers, cp)
+		res.Crawlers[i] = cp
 	}
-
-	// The final predictions, node by node.
-	final := make(map[string]model.Prediction, len(inv.CrawlerVMs))
-	for i := range nodes {
-		n := &nodes[i]
-		np := NodePlan{
-			Name:           n.Name,
-			CPUAllocatable: round3(float64(n.CPUMilli) / 1000),
-			CPUUsed:        round3(float64(usedMilli[i]) / 1000),
-			Crawlers:       make([]string, 0, len(on[i])),
+	for i, n := range nodes {
+		worst := 0.0
+		if len(n.Crawlers) > 0 {
+			worst = ms(n.WorstPredicted)
 		}
-		if len(on[i]) > 0 {
-			for _, p := range model.Evaluate(model.Node{CPUs: n.CapacityCPUs, Params: n.Params}, on[i]) {
-				final[p.Key] = p
-				np.Crawlers = append(np.Crawlers, p.Key) // Evaluate sorts by key
-				np.WorstPredictedErrorMs = math.Max(np.WorstPredictedErrorMs, ms(p.Error))
-			}
-		}
-		res.Nodes[i] = np
-	}
-	for i := range res.Crawlers {
-		c := &res.Crawlers[i]
-		if p, ok := final[c.Key()]; ok && c.Placed {
-			c.PredictedErrorMs, c.cause = ms(p.Error), p.Cause
+		res.Nodes[i] = NodePlan{
+			Name:                  n.Node,
+			CPUAllocatable:        round3(float64(n.AllocatableMilli) / 1000),
+			CPUUsed:               round3(float64(n.UsedMilli) / 1000),
+			Crawlers:              n.Crawlers,
+			WorstPredictedErrorMs: worst,
 		}
 	}
 	return res
-}
-
-// cpuMilli is what a crawler of size s takes of a node's allocatable CPUs.
-func cpuMilli(s sizing.Result) int64 {
-	if s.Dedicated() {
-		return int64(s.HostCPUs) * 1000
-	}
-	return s.CPURequestMilli
 }
 
 func ms(d time.Duration) float64 { return round3(float64(d) / float64(time.Millisecond)) }

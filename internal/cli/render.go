@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 
-	"isochron.io/isochron/internal/inventory"
 	"isochron.io/isochron/internal/placement"
 	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/sizing"
@@ -36,20 +35,21 @@ func Render(inv *Inventory, node string, out, notes io.Writer) error {
 	if node == "" && len(inv.Nodes) == 0 {
 		return &InputError{Problems: []string{"no node to render on: pass --node NAME, or include Node objects (kubectl get nodes -o yaml) in the input"}}
 	}
-	planner := placement.NewPlanner(inv.PlacementNodes(), nil)
+	var planned []placement.Planned
+	if node == "" {
+		planned, _ = placement.Plan(inv.PlacementNodes(), inv.Requests())
+	}
 	var unplaced []string
 	var buf bytes.Buffer
-	for _, c := range inv.CrawlerVMs {
+	for i, c := range inv.CrawlerVMs {
 		var s sizing.Result
 		target := node
-		if target == "" {
-			req := inventory.Request(c)
-			d := planner.Place(req)
+		if planned != nil {
+			d := planned[i]
 			if !d.Placed() {
 				unplaced = append(unplaced, fmt.Sprintf("CrawlerVM %s: not placed: %s", key(c), d.Reason))
 				continue
 			}
-			planner.Commit(req, d)
 			target, s = d.Node, d.Sizing
 		} else {
 			var err error

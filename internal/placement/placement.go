@@ -102,6 +102,12 @@ type Decision struct {
 	Neighbours []model.Prediction
 }
 
+// evaluate is the contention model's prediction of every crawler in ws on n, without
+// messages (model.Evaluate), sorted by key.
+func (n *Node) evaluate(ws []model.Workload) []model.Prediction {
+	return model.Evaluate(model.Node{CPUs: n.CapacityCPUs, Params: n.Params}, ws)
+}
+
 // Placed reports whether a node was chosen.
 func (d Decision) Placed() bool { return d.Node != "" }
 
@@ -219,6 +225,25 @@ func (p *Planner) Commit(req Request, d Decision) {
 	if i, ok := p.index[d.Node]; ok {
 		p.add(i, Resident{Key: req.Key, Node: d.Node, Sizing: d.Sizing, Workload: Workload(req.Key, req.Spec, d.Sizing)})
 	}
+}
+
+// Prediction is the model's prediction for the crawler key on the node the planner holds
+// it on, with every crawler there; false when it holds no such crawler.
+func (p *Planner) Prediction(key string) (model.Prediction, bool) {
+	i, ok := p.where[key]
+	if !ok {
+		return model.Prediction{}, false
+	}
+	ws := make([]model.Workload, 0, len(p.residents[i]))
+	for _, r := range p.residents[i] {
+		ws = append(ws, r.Workload)
+	}
+	for _, pred := range p.nodes[i].evaluate(ws) {
+		if pred.Key == key {
+			return pred, true
+		}
+	}
+	return model.Prediction{}, false
 }
 
 // forget removes a crawler's own reservation: it is being placed again.
@@ -431,8 +456,7 @@ func (p *Planner) explain(req Request, self int, rejected []rejectedCandidate) s
 	for _, r := range rejected {
 		ws := p.workloads(make([]model.Workload, 0, len(p.residents[r.c.i])+1), req, r.c)
 		if r.preds == nil { // skipped by pushedOver: predict now, to name the neighbour
-			n := &p.nodes[r.c.i]
-			r.preds = model.Evaluate(model.Node{CPUs: n.CapacityCPUs, Params: n.Params}, ws)
+			r.preds = p.nodes[r.c.i].evaluate(ws)
 		}
 		reject(p.nodes[r.c.i].Name, overBudget(req.Key, ws, r.preds))
 	}
@@ -470,7 +494,7 @@ func (p *Planner) workloads(buf []model.Workload, req Request, c candidate) []mo
 func (p *Planner) predict(req Request, c candidate, scratch *[]model.Workload) (Decision, *rejectedCandidate) {
 	n := &p.nodes[c.i]
 	*scratch = p.workloads(*scratch, req, c)
-	preds := model.Evaluate(model.Node{CPUs: n.CapacityCPUs, Params: n.Params}, *scratch)
+	preds := n.evaluate(*scratch)
 	for _, pr := range preds {
 		if !pr.Within {
 			return Decision{}, &rejectedCandidate{c: c, preds: preds}

@@ -17,14 +17,14 @@ func TestSummarize(t *testing.T) {
 		t.Fatalf("Summarize = %+v, want a-idle then b-busy", got)
 	}
 	idle := got[0]
-	if idle.ExclusiveMilli != 0 || idle.FreeMilli != 8000 || idle.Crawlers != 0 || idle.WorstPredicted != 0 {
+	if idle.ExclusiveMilli != 0 || idle.FreeMilli != 8000 || len(idle.Crawlers) != 0 || idle.WorstPredicted != 0 {
 		t.Errorf("idle node %+v, want nothing held, 8 CPUs free", idle)
 	}
 	d := res[0].Sizing
 	s := res[1].Sizing
 	b := got[1]
 	wantExclusive := 1000 + int64(d.HostCPUs)*1000
-	if b.ExclusiveMilli != wantExclusive || b.FreeMilli != 16000-wantExclusive-s.CPURequestMilli || b.Crawlers != 2 {
+	if b.ExclusiveMilli != wantExclusive || b.FreeMilli != 16000-wantExclusive-s.CPURequestMilli || len(b.Crawlers) != 2 {
 		t.Errorf("busy node %+v, want %d exclusive, %d free, 2 crawlers", b, wantExclusive, 16000-wantExclusive-s.CPURequestMilli)
 	}
 	if b.WorstPredicted <= 0 {
