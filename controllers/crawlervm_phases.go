@@ -162,7 +162,7 @@ func (r *CrawlerVMReconciler) runVMI(ctx context.Context, cvm *isov1.CrawlerVM) 
 		if err := r.Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 			return nil, fmt.Errorf("applying VMI %s: %w", desired.Name, err)
 		}
-		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, "VMICreated", "Created VMI %s on node %s", desired.Name, held.Node)
+		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.EventReasonVMICreated, "Created VMI %s on node %s", desired.Name, held.Node)
 		cvm.Status.VMI = &isov1.VMIStatus{Name: desired.Name}
 		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonVMIPending, fmt.Sprintf("VMI %s created, waiting for KubeVirt to start it", desired.Name))
 		return nil, nil
@@ -179,7 +179,7 @@ func (r *CrawlerVMReconciler) runVMI(ctx context.Context, cvm *isov1.CrawlerVM) 
 		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonVMIReplacing, fmt.Sprintf("waiting for VMI %s to be deleted before starting it with the new spec", current.Name))
 		return nil, nil
 	}
-	if current.Annotations[render.AnnotationSpecHash] != desired.Annotations[render.AnnotationSpecHash] {
+	if current.Annotations[isov1.AnnotationVMISpecHash] != desired.Annotations[isov1.AnnotationVMISpecHash] {
 		if err := r.Delete(ctx, current, client.Preconditions{UID: &current.UID}); client.IgnoreNotFound(err) != nil {
 			return nil, fmt.Errorf("deleting outdated VMI %s: %w", current.Name, err)
 		}

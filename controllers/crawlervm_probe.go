@@ -20,8 +20,7 @@ import (
 	"isochron.io/isochron/internal/slo"
 )
 
-// jobNameLabel is the label the Job controller puts on a Job's pods.
-const jobNameLabel = "batch.kubernetes.io/job-name"
+// batchv1.JobNameLabel is the label the Job controller puts on a Job's pods.
 
 // runProbes keeps the crawler's probe gateway Service, records the result of a probe
 // Job that finished, cancels a probe of an outdated spec or VMI, starts the probe that
@@ -67,7 +66,7 @@ func (r *CrawlerVMReconciler) runProbes(ctx context.Context, cvm *isov1.CrawlerV
 		if err := r.Delete(ctx, a, client.PropagationPolicy(metav1.DeletePropagationForeground), client.Preconditions{UID: &a.UID}); client.IgnoreNotFound(err) != nil {
 			return 0, fmt.Errorf("cancelling probe Job %s: %w", a.Name, err)
 		}
-		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, "ProbeCancelled", "Cancelled probe Job %s: it measured spec generation %d of VMI %s, which no longer runs", a.Name, st.Active.Run.Generation, st.Active.Run.VMIUID)
+		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.EventReasonProbeCancelled, "Cancelled probe Job %s: it measured spec generation %d of VMI %s, which no longer runs", a.Name, st.Active.Run.Generation, st.Active.Run.VMIUID)
 		probeRuns.WithLabelValues("Cancelled").Inc()
 		st.Active.Deleting = true
 	case d.Start != nil:
@@ -89,7 +88,7 @@ func (r *CrawlerVMReconciler) record(ctx context.Context, cvm *isov1.CrawlerVM, 
 	// The Job finished after its pod did; read the pod from the API server, not from a
 	// cache that may not have seen its final status yet.
 	pods := &corev1.PodList{}
-	if err := r.APIReader.List(ctx, pods, client.InNamespace(cvm.Namespace), client.MatchingLabels{jobNameLabel: newest.Name}); err != nil {
+	if err := r.APIReader.List(ctx, pods, client.InNamespace(cvm.Namespace), client.MatchingLabels{batchv1.JobNameLabel: newest.Name}); err != nil {
 		return fmt.Errorf("reading the pod of probe Job %s: %w", newest.Name, err)
 	}
 	res := slo.Outcome(cvm, newest, slo.TerminationMessage(pods.Items), time.Now())
@@ -99,7 +98,7 @@ func (r *CrawlerVMReconciler) record(ctx context.Context, cvm *isov1.CrawlerVM, 
 	if res.Verdict == isov1.VerdictConfirmed {
 		kind = corev1.EventTypeNormal
 	}
-	r.Recorder.Eventf(cvm, kind, "Probe"+string(res.Verdict), "Probe Job %s: %s", newest.Name, res.Message)
+	r.Recorder.Eventf(cvm, kind, res.Verdict.EventReason(), "Probe Job %s: %s", newest.Name, res.Message)
 	return nil
 }
 
@@ -129,7 +128,7 @@ func (r *CrawlerVMReconciler) startProbe(ctx context.Context, cvm *isov1.Crawler
 	if target.IP != "" {
 		what += " and round trips to the RT-NIC at " + target.IP
 	}
-	r.Recorder.Eventf(cvm, corev1.EventTypeNormal, "ProbeStarted", "Started probe Job %s (%s): measures %s for %s", job.Name, run.Trigger, what, slo.ProbeDuration(cvm))
+	r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.EventReasonProbeStarted, "Started probe Job %s (%s): measures %s for %s", job.Name, run.Trigger, what, slo.ProbeDuration(cvm))
 	return job.Name, nil
 }
 

@@ -68,16 +68,16 @@ func setProgress(cvm *isov1.CrawlerVM) {
 		stalled = placed
 	case ready != nil && ready.ObservedGeneration < cvm.Generation:
 		// Ready speaks of an earlier spec: the current one is still being applied.
-		reconciling = &metav1.Condition{Reason: "SpecChanged", Message: fmt.Sprintf("applying spec generation %d", cvm.Generation)}
+		reconciling = &metav1.Condition{Reason: isov1.ReasonSpecChanged, Message: fmt.Sprintf("applying spec generation %d", cvm.Generation)}
 	case ready != nil && ready.Status == metav1.ConditionTrue:
 	case ready != nil && (ready.Reason == isov1.ReasonVMIFailed || ready.Reason == isov1.ReasonRTNetworkNotFound || ready.Reason == isov1.ReasonInvalid):
 		stalled = ready
 	case ready != nil:
 		reconciling = ready
 	case placed == nil:
-		reconciling = &metav1.Condition{Reason: "Placing", Message: "choosing a node"}
+		reconciling = &metav1.Condition{Reason: isov1.ReasonPlacing, Message: "choosing a node"}
 	default:
-		reconciling = &metav1.Condition{Reason: "Starting", Message: "placed; creating the VMI"}
+		reconciling = &metav1.Condition{Reason: isov1.ReasonStarting, Message: "placed; creating the VMI"}
 	}
 	for typ, from := range map[string]*metav1.Condition{isov1.ConditionStalled: stalled, isov1.ConditionReconciling: reconciling} {
 		if from == nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	dto "github.com/prometheus/client_model/go"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -75,7 +76,7 @@ func waitForProbePod(t *testing.T, c *isov1.CrawlerVM) (*batchv1.Job, *corev1.Po
 		}
 		job = jobs[0]
 		pods := &corev1.PodList{}
-		if err := k8s.List(context.Background(), pods, client.InNamespace(c.Namespace), client.MatchingLabels{"batch.kubernetes.io/job-name": job.Name}); err != nil {
+		if err := k8s.List(context.Background(), pods, client.InNamespace(c.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
 			return false, err.Error()
 		}
 		if len(pods.Items) != 1 {
@@ -203,7 +204,7 @@ func TestProbeJobConfirmsTheSLO(t *testing.T) {
 		err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "probed-probe"}, svc)
 		return err == nil, fmt.Sprint(err)
 	})
-	if svc.Spec.Ports[0].Port != slo.GatewayPort || svc.Spec.Selector[slo.LabelCrawler] != "probed" || len(svc.OwnerReferences) != 1 {
+	if svc.Spec.Ports[0].Port != slo.GatewayPort || svc.Spec.Selector[isov1.LabelCrawlerVM] != "probed" || len(svc.OwnerReferences) != 1 {
 		t.Errorf("Service ports %+v selector %v owners %+v", svc.Spec.Ports, svc.Spec.Selector, svc.OwnerReferences)
 	}
 
@@ -216,8 +217,8 @@ func TestProbeJobConfirmsTheSLO(t *testing.T) {
 		s.ActiveDeadlineSeconds == nil || *s.ActiveDeadlineSeconds < 10 || s.TTLSecondsAfterFinished == nil {
 		t.Errorf("Job %s: owners %+v backoffLimit %d activeDeadlineSeconds %v ttl %v", job.Name, job.OwnerReferences, *s.BackoffLimit, s.ActiveDeadlineSeconds, s.TTLSecondsAfterFinished)
 	}
-	if job.Annotations[slo.AnnotationTrigger] != string(isov1.TriggerStart) {
-		t.Errorf("trigger %q, want Start", job.Annotations[slo.AnnotationTrigger])
+	if job.Annotations[isov1.AnnotationProbeTrigger] != string(isov1.TriggerStart) {
+		t.Errorf("trigger %q, want Start", job.Annotations[isov1.AnnotationProbeTrigger])
 	}
 	args := strings.Join(pod.Spec.Containers[0].Args, " ")
 	for _, want := range []string{"slo", "--duration=10s", "--objective=99.999", "--rtt-target=10.10.0.7:7", "--rtt-rate=400", "--rtt-deadline=5ms", "--report=/dev/termination-log"} {
@@ -228,8 +229,8 @@ func TestProbeJobConfirmsTheSLO(t *testing.T) {
 	if pod.Status.QOSClass != corev1.PodQOSGuaranteed {
 		t.Errorf("probe pod QoS class %q, want Guaranteed", pod.Status.QOSClass)
 	}
-	if pod.Annotations["k8s.v1.cni.cncf.io/networks"] != ns+"/rt-net" {
-		t.Errorf("probe pod networks %q, want %s/rt-net", pod.Annotations["k8s.v1.cni.cncf.io/networks"], ns)
+	if pod.Annotations[nadv1.NetworkAttachmentAnnot] != ns+"/rt-net" {
+		t.Errorf("probe pod networks %q, want %s/rt-net", pod.Annotations[nadv1.NetworkAttachmentAnnot], ns)
 	}
 	waitForSLO(t, c, metav1.ConditionUnknown, isov1.ReasonProbeRunning)
 
@@ -255,7 +256,7 @@ func TestProbeJobConfirmsTheSLO(t *testing.T) {
 	}
 	eventually(t, "a ProbeConfirmed Event", func() (bool, string) {
 		evs := events(t, c)
-		return slices.ContainsFunc(evs, func(e string) bool { return strings.HasPrefix(e, "ProbeConfirmed: ") }), strings.Join(evs, " | ")
+		return slices.ContainsFunc(evs, func(e string) bool { return strings.HasPrefix(e, isov1.EventReasonProbeConfirmed+": ") }), strings.Join(evs, " | ")
 	})
 	labels := map[string]string{"namespace": ns, "name": "probed"}
 	if v, ok := gauge(t, "isochron_crawler_slo_confirmed", labels); !ok || v != 1 {
@@ -295,7 +296,7 @@ func TestProbeJobConfirmsTheSLO(t *testing.T) {
 		}
 		return false, "only the first Job"
 	})
-	if again.Annotations[slo.AnnotationTrigger] != string(isov1.TriggerSpecChange) || again.Annotations[slo.AnnotationGeneration] != fmt.Sprint(c.Generation) {
+	if again.Annotations[isov1.AnnotationProbeTrigger] != string(isov1.TriggerSpecChange) || again.Annotations[isov1.AnnotationProbeGeneration] != fmt.Sprint(c.Generation) {
 		t.Errorf("Job %s annotations %v, want trigger SpecChange for generation %d", again.Name, again.Annotations, c.Generation)
 	}
 	waitForSLO(t, c, metav1.ConditionUnknown, isov1.ReasonProbeRunning)
@@ -381,10 +382,10 @@ func TestNoSecondProbeWhileOneRuns(t *testing.T) {
 		return false, fmt.Sprintf("%d Jobs", len(jobs))
 	})
 	// Trigger Start: no probe of this VMI has finished yet.
-	if second.Annotations[slo.AnnotationTrigger] != string(isov1.TriggerStart) || second.Annotations[slo.AnnotationGeneration] != fmt.Sprint(c.Generation) {
+	if second.Annotations[isov1.AnnotationProbeTrigger] != string(isov1.TriggerStart) || second.Annotations[isov1.AnnotationProbeGeneration] != fmt.Sprint(c.Generation) {
 		t.Errorf("second Job annotations %v, want trigger Start for generation %d", second.Annotations, c.Generation)
 	}
-	if !slices.ContainsFunc(events(t, c), func(e string) bool { return strings.HasPrefix(e, "ProbeCancelled: Cancelled probe Job "+first.Name) }) {
+	if !slices.ContainsFunc(events(t, c), func(e string) bool { return strings.HasPrefix(e, isov1.EventReasonProbeCancelled+": Cancelled probe Job "+first.Name) }) {
 		t.Errorf("no ProbeCancelled Event for %s: %v", first.Name, events(t, c))
 	}
 	// Many reconciles later (each touch of the owned VMI makes one) there is still only

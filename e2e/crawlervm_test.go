@@ -24,8 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
-	"isochron.io/isochron/internal/placement"
-	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/slo"
 )
 
@@ -170,7 +168,7 @@ func noDedicatedNode(ctx context.Context, t *testing.T, hostCPUs int64) string {
 	var why []string
 	for _, n := range nodes.Items {
 		var lacks []string
-		for _, l := range []string{placement.CPUManagerLabel, placement.RealtimeLabel} {
+		for _, l := range []string{kubevirtv1.CPUManager, kubevirtv1.RealtimeLabel} {
 			if n.Labels[l] != "true" {
 				lacks = append(lacks, "label "+l+"=true")
 			}
@@ -282,7 +280,7 @@ func leftovers(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM) []string
 	t.Helper()
 	var left []string
 	vmis := &kubevirtv1.VirtualMachineInstanceList{}
-	if err := cl.List(ctx, vmis, client.InNamespace(cvm.Namespace), client.MatchingLabels{render.LabelCrawlerVM: cvm.Name}); err != nil {
+	if err := cl.List(ctx, vmis, client.InNamespace(cvm.Namespace), client.MatchingLabels{isov1.LabelCrawlerVM: cvm.Name}); err != nil {
 		t.Fatalf("listing VMIs: %v", err)
 	}
 	for _, v := range vmis.Items {

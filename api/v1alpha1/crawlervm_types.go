@@ -182,49 +182,6 @@ type Probe struct {
 	Duration *metav1.Duration `json:"duration,omitempty"`
 }
 
-// Condition types of a CrawlerVM.
-const (
-	// ConditionReady is True when the crawler's VMI runs on its placed node.
-	ConditionReady = "Ready"
-	// ConditionPlaced is True when a node was chosen for the crawler.
-	ConditionPlaced = "Placed"
-	// ConditionSLOConfirmed is True when the last probe measured the SLO as met.
-	ConditionSLOConfirmed = "SLOConfirmed"
-	// ConditionReconciling is present (True) while the crawler is being placed or its
-	// VMI is starting or being replaced: kstatus reads it as InProgress.
-	ConditionReconciling = "Reconciling"
-	// ConditionStalled is present (True) while the crawler cannot reach Ready without a
-	// change (no node fits, its network is missing, its VMI failed): kstatus reads it as
-	// Failed.
-	ConditionStalled = "Stalled"
-)
-
-// Condition reasons of a CrawlerVM.
-const (
-	ReasonPlaced            = "Placed"
-	ReasonUnschedulable     = "Unschedulable"
-	ReasonInvalid           = "Invalid"
-	ReasonVMIPending        = "VMIPending"
-	ReasonVMIRunning        = "VMIRunning"
-	ReasonVMIFailed         = "VMIFailed"
-	ReasonVMIReplacing      = "VMIReplacing"
-	ReasonNotPlaced         = "NotPlaced"
-	ReasonRTNetworkNotFound = "RTNetworkNotFound"
-
-	// Reasons of the SLOConfirmed condition.
-	ReasonProbePending        = "ProbePending"
-	ReasonProbeRunning        = "ProbeRunning"
-	ReasonSLOMet              = "SLOMet"
-	ReasonSLORefuted          = "SLORefuted"
-	ReasonDeadlineMissed      = "DeadlineMissed"
-	ReasonInsufficientSamples = "InsufficientSamples"
-	ReasonNoTraffic           = "NoTraffic"
-	ReasonRTNICNotMeasured    = "RTNICNotMeasured"
-	ReasonProbeFailed         = "ProbeFailed"
-	ReasonProbeTimedOut       = "ProbeTimedOut"
-	ReasonInvalidSchedule     = "InvalidSchedule"
-)
-
 // ProbeVerdict is what a probe run concluded about the SLO.
 // +kubebuilder:validation:Enum=Confirmed;Refuted;Inconclusive;Failed;TimedOut
 type ProbeVerdict string

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/inventory"
@@ -78,10 +79,10 @@ func benchInventory(crawlers, nodes int, light bool) *Inventory {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 			Name: fmt.Sprintf("node-%04d", i),
 			Labels: map[string]string{
-				"kubernetes.io/hostname": fmt.Sprintf("node-%04d", i),
+				corev1.LabelHostname:     fmt.Sprintf("node-%04d", i),
 				"isochron.io/node-class": c.name,
-				"kubevirt.io/cpumanager": "true",
-				"kubevirt.io/realtime":   "true",
+				kubevirtv1.CPUManager:    "true",
+				kubevirtv1.RealtimeLabel: "true",
 			},
 		}}
 		n.Status.Capacity = corev1.ResourceList{

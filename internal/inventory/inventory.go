@@ -159,7 +159,7 @@ func HeldExclusiveMilli(pods []corev1.Pod) map[string]int64 {
 		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		if _, crawler := p.Labels["isochron.io/crawlervm"]; crawler {
+		if _, crawler := p.Labels[isov1.LabelCrawlerVM]; crawler {
 			continue
 		}
 		if m := exclusiveMilli(p); m > 0 {

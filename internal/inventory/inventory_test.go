@@ -39,14 +39,14 @@ func res(cpuReq, memReq, cpuLim, memLim string) corev1.ResourceRequirements {
 
 func TestHeldExclusiveMilli(t *testing.T) {
 	pods := []corev1.Pod{
-		pod("n1", corev1.PodRunning, nil, res("2", "1Gi", "2", "1Gi")),                                             // Guaranteed, 2 whole CPUs
-		pod("n1", corev1.PodRunning, nil, res("1", "1Gi", "1", "1Gi"), res("3", "1Gi", "3", "1Gi")),                // two pinned containers
-		pod("n1", corev1.PodRunning, nil, res("1500m", "1Gi", "1500m", "1Gi")),                                     // Guaranteed, fractional: shared pool
-		pod("n1", corev1.PodRunning, nil, res("2", "1Gi", "4", "1Gi")),                                             // Burstable
-		pod("n1", corev1.PodRunning, nil, res("2", "1Gi", "2", "2Gi")),                                             // memory request != limit: Burstable
-		pod("n2", corev1.PodSucceeded, nil, res("4", "1Gi", "4", "1Gi")),                                           // finished
-		pod("", corev1.PodPending, nil, res("4", "1Gi", "4", "1Gi")),                                               // not scheduled
-		pod("n2", corev1.PodRunning, map[string]string{"isochron.io/crawlervm": "a"}, res("5", "1Gi", "5", "1Gi")), // a crawler's virt-launcher
+		pod("n1", corev1.PodRunning, nil, res("2", "1Gi", "2", "1Gi")),                                          // Guaranteed, 2 whole CPUs
+		pod("n1", corev1.PodRunning, nil, res("1", "1Gi", "1", "1Gi"), res("3", "1Gi", "3", "1Gi")),             // two pinned containers
+		pod("n1", corev1.PodRunning, nil, res("1500m", "1Gi", "1500m", "1Gi")),                                  // Guaranteed, fractional: shared pool
+		pod("n1", corev1.PodRunning, nil, res("2", "1Gi", "4", "1Gi")),                                          // Burstable
+		pod("n1", corev1.PodRunning, nil, res("2", "1Gi", "2", "2Gi")),                                          // memory request != limit: Burstable
+		pod("n2", corev1.PodSucceeded, nil, res("4", "1Gi", "4", "1Gi")),                                        // finished
+		pod("", corev1.PodPending, nil, res("4", "1Gi", "4", "1Gi")),                                            // not scheduled
+		pod("n2", corev1.PodRunning, map[string]string{isov1.LabelCrawlerVM: "a"}, res("5", "1Gi", "5", "1Gi")), // a crawler's virt-launcher
 		pod("n2", corev1.PodRunning, nil, res("1", "256Mi", "1", "256Mi")),
 	}
 	want := map[string]int64{"n1": 6000, "n2": 1000}

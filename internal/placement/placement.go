@@ -26,20 +26,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/sizing"
 )
-
-// CPUManagerLabel marks nodes whose kubelet runs the static CPU Manager policy; KubeVirt
-// sets it and schedules dedicated-CPU VMIs only there.
-const CPUManagerLabel = "kubevirt.io/cpumanager"
-
-// RealtimeLabel marks nodes that can run realtime guests; KubeVirt's node labeller sets
-// it and virt-controller requires it of every VMI with spec.domain.cpu.realtime, which
-// isochron sets for dedicated crawlers.
-const RealtimeLabel = "kubevirt.io/realtime"
 
 // Node is what placement needs to know of a node.
 type Node struct {
@@ -161,8 +153,10 @@ type Planner struct {
 	// class numbers the distinct Params of the nodes: a crawler has one size per class.
 	class   []int
 	classes int
-	// cpuManager is set for the nodes that can host a dedicated crawler: labelled
-	// CPUManagerLabel=true and RealtimeLabel=true.
+	// cpuManager is set for the nodes that can host a dedicated crawler: labelled by
+	// KubeVirt kubevirt.io/cpumanager=true (the static CPU Manager policy: KubeVirt
+	// schedules dedicated-CPU VMIs only there) and kubevirt.io/realtime=true
+	// (virt-controller requires it of every realtime VMI, as dedicated crawlers are).
 	cpuManager []bool
 	// pushedOver remembers, per node and until its crawlers change, the dedicated
 	// crawlers without an RT-NIC that the model refused there because they would push a
@@ -192,7 +186,7 @@ func NewPlanner(nodes []Node, residents []Resident) *Planner {
 	classOf := map[model.Params]int{}
 	for i, n := range p.nodes {
 		p.index[n.Name] = i
-		p.cpuManager[i] = n.Labels[CPUManagerLabel] == "true" && n.Labels[RealtimeLabel] == "true"
+		p.cpuManager[i] = n.Labels[kubevirtv1.CPUManager] == "true" && n.Labels[kubevirtv1.RealtimeLabel] == "true"
 		c, ok := classOf[n.Params]
 		if !ok {
 			c = len(classOf)
@@ -568,10 +562,10 @@ func constraints(req Request, n *Node) string {
 		return "spec.placement.nodeSelector does not match"
 	case untolerated(n.Taints, req.Tolerations) != "":
 		return fmt.Sprintf("taint %s not tolerated by spec.placement.tolerations", untolerated(n.Taints, req.Tolerations))
-	case req.Spec.CPUPlacement != isov1.CPUPlacementShared && n.Labels[CPUManagerLabel] != "true":
-		return fmt.Sprintf("no static CPU Manager (label %s=true) for cpuPlacement dedicated", CPUManagerLabel)
-	case req.Spec.CPUPlacement != isov1.CPUPlacementShared && n.Labels[RealtimeLabel] != "true":
-		return fmt.Sprintf("no realtime support (label %s=true) for the realtime guest of cpuPlacement dedicated", RealtimeLabel)
+	case req.Spec.CPUPlacement != isov1.CPUPlacementShared && n.Labels[kubevirtv1.CPUManager] != "true":
+		return fmt.Sprintf("no static CPU Manager (label %s=true) for cpuPlacement dedicated", kubevirtv1.CPUManager)
+	case req.Spec.CPUPlacement != isov1.CPUPlacementShared && n.Labels[kubevirtv1.RealtimeLabel] != "true":
+		return fmt.Sprintf("no realtime support (label %s=true) for the realtime guest of cpuPlacement dedicated", kubevirtv1.RealtimeLabel)
 	}
 	return ""
 }

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/model"
@@ -23,7 +24,7 @@ const gi = int64(1) << 30
 func rtNode(name string, cpus int64) Node {
 	return Node{
 		Name:           name,
-		Labels:         map[string]string{CPUManagerLabel: "true", RealtimeLabel: "true", "kubernetes.io/hostname": name},
+		Labels:         map[string]string{kubevirtv1.CPUManager: "true", kubevirtv1.RealtimeLabel: "true", corev1.LabelHostname: name},
 		CPUMilli:       (cpus - 2) * 1000,
 		MemoryBytes:    64 * gi,
 		HugepagesBytes: 16 * gi,
@@ -121,7 +122,7 @@ func TestPlace(t *testing.T) {
 			req: Request{Key: "bms/new", Spec: spec(100)},
 			nodes: func() []Node {
 				n := rtNode("no-rt", 10)
-				delete(n.Labels, RealtimeLabel)
+				delete(n.Labels, kubevirtv1.RealtimeLabel)
 				return []Node{n}
 			}(),
 			reason: "no-rt: no realtime support (label kubevirt.io/realtime=true)",

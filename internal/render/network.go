@@ -12,7 +12,7 @@ import (
 // BindingOf is SR-IOV for a NetworkAttachmentDefinition of the sriov CNI plugin or one
 // that requests an SR-IOV device resource, bridge otherwise.
 func BindingOf(nad *nadv1.NetworkAttachmentDefinition) Binding {
-	res := nad.Annotations["k8s.v1.cni.cncf.io/resourceName"]
+	res := nad.Annotations[isov1.AnnotationMultusResourceName]
 	cfg := strings.ReplaceAll(nad.Spec.Config, " ", "")
 	if strings.Contains(strings.ToLower(res), "sriov") || strings.Contains(cfg, `"type":"sriov"`) {
 		return BindingSRIOV

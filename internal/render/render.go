@@ -20,15 +20,8 @@ import (
 	"isochron.io/isochron/internal/sizing"
 )
 
-// Labels and annotations isochron puts on what it creates.
-const (
-	LabelManagedBy      = "app.kubernetes.io/managed-by"
-	ManagedByValue      = "isochron"
-	LabelCrawlerVM      = "isochron.io/crawlervm"
-	AnnotationSpecHash  = "isochron.io/vmi-spec-hash"
-	hostnameLabel       = "kubernetes.io/hostname"
-	maxKubeVirtUserData = 2048 // KubeVirt refuses inline cloud-init user data above this
-)
+// maxKubeVirtUserData is the most inline cloud-init user data KubeVirt accepts.
+const maxKubeVirtUserData = 2048
 
 // Names of the VMI's disks, volumes, interfaces and networks.
 const (
@@ -93,7 +86,7 @@ func VMI(in Input) (*kubevirtv1.VirtualMachineInstance, error) {
 		Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
 				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
-					Key: hostnameLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{in.Node},
+					Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{in.Node},
 				}}}},
 			},
 		}},
@@ -154,8 +147,8 @@ func VMI(in Input) (*kubevirtv1.VirtualMachineInstance, error) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            Name(cvm),
 			Namespace:       cvm.Namespace,
-			Labels:          map[string]string{LabelManagedBy: ManagedByValue, LabelCrawlerVM: cvm.Name},
-			Annotations:     map[string]string{AnnotationSpecHash: hash},
+			Labels:          map[string]string{isov1.LabelManagedBy: isov1.ManagedBy, isov1.LabelCrawlerVM: cvm.Name},
+			Annotations:     map[string]string{isov1.AnnotationVMISpecHash: hash},
 			OwnerReferences: []metav1.OwnerReference{OwnerReference(cvm)},
 		},
 		Spec: spec,

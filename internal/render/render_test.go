@@ -119,7 +119,7 @@ func TestVMIHashChangesWithSpec(t *testing.T) {
 	c := crawler()
 	c.Spec.RPS = 1000
 	b, _ := VMI(input(c, ""))
-	if a.Annotations[AnnotationSpecHash] == b.Annotations[AnnotationSpecHash] {
+	if a.Annotations[isov1.AnnotationVMISpecHash] == b.Annotations[isov1.AnnotationVMISpecHash] {
 		t.Error("a crawler resized from 2 to 4 vCPUs kept its spec hash")
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"time"
 
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -46,22 +47,6 @@ const (
 	Period = time.Second
 	// WANDelay is the gateway's emulated one-way WAN delay before each answer.
 	WANDelay = 10 * time.Millisecond
-)
-
-// Labels and annotations of probe objects.
-const (
-	LabelCrawler   = "isochron.io/crawlervm"
-	LabelComponent = "app.kubernetes.io/component"
-	ComponentProbe = "probe"
-
-	AnnotationTrigger    = "isochron.io/probe-trigger"
-	AnnotationGeneration = "isochron.io/probe-generation"
-	AnnotationVMIUID     = "isochron.io/probe-vmi-uid"
-
-	// multusNetworks is Multus's pod annotation for secondary networks.
-	multusNetworks = "k8s.v1.cni.cncf.io/networks"
-	// multusResourceName is the device resource a NetworkAttachmentDefinition needs.
-	multusResourceName = "k8s.v1.cni.cncf.io/resourceName"
 )
 
 // DefaultImage is the rtprobe image of this release (`make docker-build` builds it).
@@ -126,7 +111,7 @@ func JobName(cvm *isov1.CrawlerVM, run Run) string {
 
 // Selector is the labels of a crawler's probe pods, which its Service selects.
 func Selector(cvm *isov1.CrawlerVM) map[string]string {
-	return map[string]string{LabelCrawler: cvm.Name, LabelComponent: ComponentProbe}
+	return map[string]string{isov1.LabelCrawlerVM: cvm.Name, isov1.LabelComponent: isov1.ComponentProbe}
 }
 
 // Service is the crawler's probe gateway Service: stable, so the guest's crawler can be
@@ -169,7 +154,7 @@ type NetworkRef struct {
 
 // NetworkRefOf reads the reference from a NetworkAttachmentDefinition's key and annotations.
 func NetworkRefOf(namespace, name string, annotations map[string]string) *NetworkRef {
-	return &NetworkRef{Namespace: namespace, Name: name, ResourceName: annotations[multusResourceName]}
+	return &NetworkRef{Namespace: namespace, Name: name, ResourceName: annotations[isov1.AnnotationMultusResourceName]}
 }
 
 // Job is the probe Job of run. It is owned by the crawler, runs one Guaranteed pod with
@@ -194,7 +179,7 @@ func Job(cvm *isov1.CrawlerVM, run Run, target Target, opts Options) *batchv1.Jo
 		corev1.ResourceMemory: resource.MustParse("64Mi"),
 	}
 	if cvm.Spec.RTNIC != nil && target.Network != nil {
-		podAnnotations[multusNetworks] = target.Network.Namespace + "/" + target.Network.Name
+		podAnnotations[nadv1.NetworkAttachmentAnnot] = target.Network.Namespace + "/" + target.Network.Name
 		if target.Network.ResourceName != "" {
 			resources[corev1.ResourceName(target.Network.ResourceName)] = resource.MustParse("1")
 		}
@@ -206,12 +191,12 @@ func Job(cvm *isov1.CrawlerVM, run Run, target Target, opts Options) *batchv1.Jo
 		}
 	}
 	labels := Selector(cvm)
-	labels["app.kubernetes.io/name"] = "rtprobe"
-	labels["app.kubernetes.io/managed-by"] = "isochron"
+	labels[isov1.LabelName] = isov1.ProbeName
+	labels[isov1.LabelManagedBy] = isov1.ManagedBy
 	annotations := map[string]string{
-		AnnotationTrigger:    string(run.Trigger),
-		AnnotationGeneration: strconv.FormatInt(run.Generation, 10),
-		AnnotationVMIUID:     run.VMIUID,
+		isov1.AnnotationProbeTrigger:    string(run.Trigger),
+		isov1.AnnotationProbeGeneration: strconv.FormatInt(run.Generation, 10),
+		isov1.AnnotationProbeVMIUID:     run.VMIUID,
 	}
 	node := ""
 	if cvm.Status.Placement != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -191,7 +192,7 @@ func TestJob(t *testing.T) {
 					t.Errorf("args %q contain %q", args, a)
 				}
 			}
-			if got := s.Template.Annotations[multusNetworks]; got != tc.networks {
+			if got := s.Template.Annotations[nadv1.NetworkAttachmentAnnot]; got != tc.networks {
 				t.Errorf("networks annotation %q, want %q", got, tc.networks)
 			}
 			if c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError || c.Image != opts.Image {
@@ -212,7 +213,7 @@ func TestJob(t *testing.T) {
 
 func TestService(t *testing.T) {
 	svc := Service(crawler())
-	if svc.Name != "tower-a-probe" || svc.Spec.Ports[0].Port != GatewayPort || svc.Spec.Selector[LabelCrawler] != "tower-a" {
+	if svc.Name != "tower-a-probe" || svc.Spec.Ports[0].Port != GatewayPort || svc.Spec.Selector[isov1.LabelCrawlerVM] != "tower-a" {
 		t.Errorf("service %s port %d selector %v", svc.Name, svc.Spec.Ports[0].Port, svc.Spec.Selector)
 	}
 }

@@ -99,9 +99,9 @@ func Schedule(cvm *isov1.CrawlerVM) (cron.Schedule, error) {
 // RunOf reads the run a probe Job was created for from its annotations.
 func RunOf(job *batchv1.Job) (Run, error) {
 	a := job.Annotations
-	gen, err := strconv.ParseInt(a[AnnotationGeneration], 10, 64)
+	gen, err := strconv.ParseInt(a[isov1.AnnotationProbeGeneration], 10, 64)
 	if err != nil {
-		return Run{}, fmt.Errorf("probe Job %s: annotation %s: %w", job.Name, AnnotationGeneration, err)
+		return Run{}, fmt.Errorf("probe Job %s: annotation %s: %w", job.Name, isov1.AnnotationProbeGeneration, err)
 	}
-	return Run{Trigger: isov1.ProbeTrigger(a[AnnotationTrigger]), Generation: gen, VMIUID: a[AnnotationVMIUID]}, nil
+	return Run{Trigger: isov1.ProbeTrigger(a[isov1.AnnotationProbeTrigger]), Generation: gen, VMIUID: a[isov1.AnnotationProbeVMIUID]}, nil
 }

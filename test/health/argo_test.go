@@ -131,7 +131,7 @@ func TestArgoHealth(t *testing.T) {
 			kstatus: status.CurrentStatus,
 		},
 		"reconciling: placing": {
-			crawler: crawler(1, 1, cond(isov1.ConditionReconciling, metav1.ConditionTrue, "Placing", "choosing a node", 1)),
+			crawler: crawler(1, 1, cond(isov1.ConditionReconciling, metav1.ConditionTrue, isov1.ReasonPlacing, "choosing a node", 1)),
 			want:    health.Status{health.Progressing, "Reconciling=True (Placing): choosing a node"},
 			kstatus: status.InProgressStatus,
 		},

@@ -599,7 +599,7 @@ func TestPodMonitorSelectsProbePods(t *testing.T) {
 	if ep.Path != "/metrics" {
 		t.Errorf("endpoint path %q, want /metrics (probes/gateway)", ep.Path)
 	}
-	crawlerLabel := "__meta_kubernetes_pod_label_" + regexp.MustCompile(`[^a-zA-Z0-9_]`).ReplaceAllString(slo.LabelCrawler, "_")
+	crawlerLabel := "__meta_kubernetes_pod_label_" + regexp.MustCompile(`[^a-zA-Z0-9_]`).ReplaceAllString(isov1.LabelCrawlerVM, "_")
 	relabelled := slices.ContainsFunc(ep.RelabelConfigs, func(r monitoringv1.RelabelConfig) bool {
 		return len(r.SourceLabels) == 1 && string(r.SourceLabels[0]) == crawlerLabel && r.TargetLabel == "name"
 	})

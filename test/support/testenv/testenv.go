@@ -24,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
-	"isochron.io/isochron/internal/placement"
 )
 
 // Env is a running control plane.
@@ -140,7 +139,7 @@ func startControllers(env *envtest.Environment) (func(), error) {
 // cpus CPUs of which 2 are reserved for the host, 2Mi hugepages.
 func RTNode(name string, cpus int64, labels ...string) *corev1.Node {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-		placement.CPUManagerLabel: "true", placement.RealtimeLabel: "true", "kubernetes.io/hostname": name,
+		kubevirtv1.CPUManager: "true", kubevirtv1.RealtimeLabel: "true", corev1.LabelHostname: name,
 	}}}
 	for i := 0; i+1 < len(labels); i += 2 {
 		n.Labels[labels[i]] = labels[i+1]

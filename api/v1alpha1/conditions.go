@@ -1,0 +1,135 @@
+package v1alpha1
+
+// Condition types of a CrawlerVM (status.conditions).
+const (
+	// ConditionPlaced is True when a node holds the crawler's resources (status.sizing
+	// and status.placement are its reservation); False, with the reason
+	// ReasonUnschedulable, when no node can.
+	ConditionPlaced = "Placed"
+	// ConditionReady is True when the crawler's VMI runs, with its current spec, on the
+	// node it was placed on.
+	ConditionReady = "Ready"
+	// ConditionSLOConfirmed is True when the last probe of the current spec measured the
+	// SLO as met, False when it measured it broken or could not judge it, Unknown while no
+	// probe of the current spec has finished.
+	ConditionSLOConfirmed = "SLOConfirmed"
+	// ConditionReconciling is present (True) while the crawler is being placed or its
+	// VMI is starting or being replaced: kstatus reads it as InProgress.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is present (True) while the crawler cannot reach Ready without a
+	// change (no node fits, its network is missing, its VMI failed): kstatus reads it as
+	// Failed.
+	ConditionStalled = "Stalled"
+)
+
+// Reasons of the Placed condition.
+const (
+	// ReasonPlaced: a node holds the crawler; the message names it, what the crawler holds
+	// there and the predicted interval error.
+	ReasonPlaced = "Placed"
+	// ReasonUnschedulable: no node can host the crawler within every crawler's budget;
+	// the message gives each node's binding constraint.
+	ReasonUnschedulable = "Unschedulable"
+)
+
+// Reasons of the Ready condition (also the Stalled and Reconciling conditions', which
+// copy Ready's while it explains why the crawler is not running).
+const (
+	// ReasonNotPlaced: no node holds the crawler yet, so no VMI is created.
+	ReasonNotPlaced = "NotPlaced"
+	// ReasonVMIPending: the VMI is created and KubeVirt has not started it yet.
+	ReasonVMIPending = "VMIPending"
+	// ReasonVMIRunning: the VMI runs on its node.
+	ReasonVMIRunning = "VMIRunning"
+	// ReasonVMIFailed: the VMI failed or stopped; deleting it makes isochron start a new one.
+	ReasonVMIFailed = "VMIFailed"
+	// ReasonVMIReplacing: a spec change renders a different VMI; the old one is deleted
+	// and the new one created once it is gone (VMI specs are immutable).
+	ReasonVMIReplacing = "VMIReplacing"
+	// ReasonRTNetworkNotFound: spec.rtNIC.networkName names no NetworkAttachmentDefinition.
+	ReasonRTNetworkNotFound = "RTNetworkNotFound"
+	// ReasonInvalid: the VMI cannot be rendered from the spec, or a VMI of the crawler's
+	// name exists that this CrawlerVM does not own.
+	ReasonInvalid = "Invalid"
+)
+
+// Reasons of the Reconciling condition of their own (it otherwise copies Ready's).
+const (
+	// ReasonPlacing: the crawler waits for its first placement decision.
+	ReasonPlacing = "Placing"
+	// ReasonStarting: the crawler is placed and its VMI is being created.
+	ReasonStarting = "Starting"
+	// ReasonSpecChanged: the Ready condition speaks of an earlier spec generation; the
+	// current one is being applied.
+	ReasonSpecChanged = "SpecChanged"
+)
+
+// Reasons of the SLOConfirmed condition (also status.lastProbe.reason).
+const (
+	// ReasonProbePending: no probe of the current spec has run yet; one starts once the
+	// VMI runs the current spec.
+	ReasonProbePending = "ProbePending"
+	// ReasonProbeRunning: a probe of the current spec is measuring.
+	ReasonProbeRunning = "ProbeRunning"
+	// ReasonSLOMet: the probe measured every figure of the SLO and each met it.
+	ReasonSLOMet = "SLOMet"
+	// ReasonSLORefuted: the interval error at the objective percentile exceeded the
+	// tolerance.
+	ReasonSLORefuted = "SLORefuted"
+	// ReasonDeadlineMissed: more RT-NIC round trips missed the deadline than the
+	// objective allows.
+	ReasonDeadlineMissed = "DeadlineMissed"
+	// ReasonInsufficientSamples: too few intervals or round trips to judge the objective
+	// percentile; the message says how long a probe would need.
+	ReasonInsufficientSamples = "InsufficientSamples"
+	// ReasonNoTraffic: the probe gateway received no requests from the crawler.
+	ReasonNoTraffic = "NoTraffic"
+	// ReasonRTNICNotMeasured: the crawler has an RT-NIC but no round trip was measured
+	// (no address reported on it, or the probe could not reach it).
+	ReasonRTNICNotMeasured = "RTNICNotMeasured"
+	// ReasonProbeFailed: the probe did not complete (its pod failed) or left no readable
+	// report; nothing was judged.
+	ReasonProbeFailed = "ProbeFailed"
+	// ReasonProbeTimedOut: the probe Job passed its active deadline; nothing was judged.
+	ReasonProbeTimedOut = "ProbeTimedOut"
+	// ReasonInvalidSchedule: spec.probe.schedule is not a cron schedule the operator can
+	// read.
+	ReasonInvalidSchedule = "InvalidSchedule"
+)
+
+// Reasons of the Events isochron records on a CrawlerVM, besides the condition reasons
+// it also records as Events when a condition changes (ReasonPlaced, ReasonUnschedulable,
+// ReasonVMIRunning, ReasonVMIReplacing, ReasonInvalidSchedule).
+const (
+	// EventReasonVMICreated: the crawler's VMI was created on its node.
+	EventReasonVMICreated = "VMICreated"
+	// EventReasonProbeStarted: a probe Job was created.
+	EventReasonProbeStarted = "ProbeStarted"
+	// EventReasonProbeCancelled: a probe Job of an outdated spec or VMI was deleted.
+	EventReasonProbeCancelled = "ProbeCancelled"
+	// EventReasonProbeConfirmed, EventReasonProbeRefuted, EventReasonProbeInconclusive,
+	// EventReasonProbeFailed and EventReasonProbeTimedOut record a finished probe's
+	// verdict (ProbeVerdict.EventReason).
+	EventReasonProbeConfirmed    = "ProbeConfirmed"
+	EventReasonProbeRefuted      = "ProbeRefuted"
+	EventReasonProbeInconclusive = "ProbeInconclusive"
+	EventReasonProbeFailed       = "ProbeFailed"
+	EventReasonProbeTimedOut     = "ProbeTimedOut"
+)
+
+// EventReason is the reason of the Event that records a probe with verdict v.
+func (v ProbeVerdict) EventReason() string {
+	switch v {
+	case VerdictConfirmed:
+		return EventReasonProbeConfirmed
+	case VerdictRefuted:
+		return EventReasonProbeRefuted
+	case VerdictInconclusive:
+		return EventReasonProbeInconclusive
+	case VerdictFailed:
+		return EventReasonProbeFailed
+	case VerdictTimedOut:
+		return EventReasonProbeTimedOut
+	}
+	return "Probe" + string(v)
+}

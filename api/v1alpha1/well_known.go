@@ -1,0 +1,39 @@
+package v1alpha1
+
+// Labels and annotations isochron puts on the objects it creates (VMIs, probe Jobs and
+// their pods, probe Services). Use these constants; never spell them out.
+const (
+	// LabelCrawlerVM names the CrawlerVM an object belongs to (in its namespace).
+	LabelCrawlerVM = "isochron.io/crawlervm"
+	// LabelManagedBy is Kubernetes' recommended label for the tool that manages an
+	// object; isochron sets it to ManagedBy.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// ManagedBy is isochron's value of LabelManagedBy.
+	ManagedBy = "isochron"
+	// LabelComponent is Kubernetes' recommended label for an object's role; isochron sets
+	// it to ComponentProbe on probe Jobs, their pods and the probe Service.
+	LabelComponent = "app.kubernetes.io/component"
+	// ComponentProbe is the LabelComponent of a crawler's probe objects.
+	ComponentProbe = "probe"
+	// LabelName is Kubernetes' recommended label for an application's name; probe pods
+	// carry ProbeName.
+	LabelName = "app.kubernetes.io/name"
+	// ProbeName is the LabelName of probe Jobs and their pods: the program they run.
+	ProbeName = "rtprobe"
+
+	// AnnotationVMISpecHash is the hash of a VMI's rendered spec: a VMI whose hash
+	// differs from the current rendering's is replaced.
+	AnnotationVMISpecHash = "isochron.io/vmi-spec-hash"
+	// AnnotationProbeTrigger, AnnotationProbeGeneration and AnnotationProbeVMIUID record
+	// on a probe Job why it runs (ProbeTrigger), which spec generation and which VMI it
+	// measures.
+	AnnotationProbeTrigger    = "isochron.io/probe-trigger"
+	AnnotationProbeGeneration = "isochron.io/probe-generation"
+	AnnotationProbeVMIUID     = "isochron.io/probe-vmi-uid"
+)
+
+// AnnotationMultusResourceName is Multus's annotation on a NetworkAttachmentDefinition
+// naming the device resource (an SR-IOV VF pool) a pod on that network needs. The
+// NetworkAttachmentDefinition client, which defines Multus's other annotations, has no
+// constant for it.
+const AnnotationMultusResourceName = "k8s.v1.cni.cncf.io/resourceName"
