@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/format"
 	"isochron.io/isochron/internal/inventory"
 	"isochron.io/isochron/internal/placement"
 	"isochron.io/isochron/internal/render"
@@ -85,17 +86,17 @@ func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, s
 	}
 	if held == nil || held.Node != d.Node {
 		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.ReasonPlaced, "Placed on node %s with %d vCPUs (%d exclusive CPUs), predicted interval error %s",
-			d.Node, want.VCPUs, want.HostCPUs, d.Predicted.Round(time.Microsecond))
+			d.Node, want.VCPUs, want.HostCPUs, format.Duration(d.Predicted))
 	}
 	cvm.Status.Sizing = want.Status()
 	cvm.Status.Placement = placementStatus(cvm, d.Node, d.Predicted)
 	holds := fmt.Sprintf("%d exclusive CPUs (%d vCPUs and the emulator thread)", want.HostCPUs, want.VCPUs)
 	if !want.Dedicated() {
-		holds = fmt.Sprintf("a %s CPU request in the shared pool for %d vCPUs", milliString(want.CPURequestMilli), want.VCPUs)
+		holds = fmt.Sprintf("a %s CPU request in the shared pool for %d vCPUs", format.CPU(want.CPURequestMilli), want.VCPUs)
 	}
 	setCondition(cvm, isov1.ConditionPlaced, true, isov1.ReasonPlaced,
 		fmt.Sprintf("node %s holds %s; predicted interval error %s (%s) within %s; %s CPU left there",
-			d.Node, holds, d.Predicted.Round(time.Microsecond), d.Cause, cvm.Spec.ErrorBudget.Tolerance.Duration, milliString(d.FreeCPUMilli)))
+			d.Node, holds, format.Duration(d.Predicted), d.Cause, format.Duration(cvm.Spec.ErrorBudget.Tolerance.Duration), format.CPU(d.FreeCPUMilli)))
 	// Persist the reservation before the next decision may read it.
 	return false, st.persist(ctx, cvm)
 }
@@ -218,11 +219,4 @@ func ownedBy(o client.Object, cvm *isov1.CrawlerVM) bool {
 		}
 	}
 	return false
-}
-
-func milliString(m int64) string {
-	if m%1000 == 0 {
-		return fmt.Sprintf("%d", m/1000)
-	}
-	return fmt.Sprintf("%dm", m)
 }

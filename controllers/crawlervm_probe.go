@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/format"
 	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/slo"
 )
@@ -128,7 +129,7 @@ func (r *CrawlerVMReconciler) startProbe(ctx context.Context, cvm *isov1.Crawler
 	if target.IP != "" {
 		what += " and round trips to the RT-NIC at " + target.IP
 	}
-	r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.EventReasonProbeStarted, "Started probe Job %s (%s): measures %s for %s", job.Name, run.Trigger, what, slo.ProbeDuration(cvm))
+	r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.EventReasonProbeStarted, "Started probe Job %s (%s): measures %s for %s", job.Name, run.Trigger, what, format.Duration(slo.ProbeDuration(cvm)))
 	return job.Name, nil
 }
 

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"isochron.io/isochron/internal/format"
 )
 
 // message is one line naming the dominant term, its figures and what to do.
@@ -20,7 +22,7 @@ func (s *nodeState) message(w *Workload, objective float64, pr Prediction, head 
 				head.mean, fmtInt(int64(w.RPS)), plural(int64(head.vcpus), "vCPU"))
 		} else {
 			detail = fmt.Sprintf("peak CPU %.2f over the %s window at %s rps on %s (%.0f%%)",
-				head.peak, fmtDur(w.Tolerance), fmtInt(int64(w.RPS)), plural(int64(head.vcpus), "vCPU"), 100*head.r)
+				head.peak, FormatError(w.Tolerance), fmtInt(int64(w.RPS)), plural(int64(head.vcpus), "vCPU"), 100*head.r)
 		}
 		action = fmt.Sprintf("size to %s", plural(int64(Size(w.RPS, w.Tolerance, w.Objective, p)), "vCPU"))
 	case CauseCPUContention:
@@ -30,9 +32,9 @@ func (s *nodeState) message(w *Workload, objective float64, pr Prediction, head 
 		}
 		switch {
 		case w.Dedicated && s.dedicatedOver:
-			detail = fmt.Sprintf("exclusive CPUs (%s) exceed the node's %s", fmtCPUs(s.cpus-s.poolCPUs), fmtCPUs(s.cpus))
+			detail = fmt.Sprintf("exclusive CPUs (%s) exceed the node's %s", fmtCPU(s.cpus-s.poolCPUs), fmtCPU(s.cpus))
 		case f.m <= 0:
-			detail = fmt.Sprintf("no shared CPU left for %s runnable vCPUs and host I/O threads", fmtCPUs(f.n))
+			detail = fmt.Sprintf("no shared CPU left for %s runnable vCPUs and host I/O threads", fmtNum(f.n))
 		default:
 			who := "the host I/O path waits"
 			switch {
@@ -42,12 +44,12 @@ func (s *nodeState) message(w *Workload, objective float64, pr Prediction, head 
 				who = "the vCPU waits"
 			}
 			detail = fmt.Sprintf("%s runnable vCPUs and host I/O threads on %s shared CPUs: %s up to %s×%s timeslice (p=%.2g)",
-				fmtCPUs(f.n), fmtCPUs(f.m), who, fmtCPUs(f.c), fmtDur(p.SchedulerGranularity), f.P)
+				fmtNum(f.n), fmtCPU(f.m), who, fmtNum(f.c), FormatError(p.SchedulerGranularity), f.P)
 		}
 		action = "move a VM off the node, use dedicated CPUs or a shorter scheduler timeslice"
 	case CauseHostIO:
-		detail = fmt.Sprintf("host I/O path %s busy at %s rps total (%s per request on %s",
-			fmtPct(io.effLoad), fmtInt(int64(s.totalRPS)), fmtDur(p.HostIOCostPerRequest), plural64(p.HostReservedCPUs, "CPU"))
+		detail = fmt.Sprintf("host I/O path %s busy at %s rps total (%s per request on %s CPU",
+			fmtPct(io.effLoad), fmtInt(int64(s.totalRPS)), FormatError(p.HostIOCostPerRequest), fmtCPU(p.HostReservedCPUs))
 		if io.avail < 1 {
 			detail += fmt.Sprintf(", %s of it left by contention", fmtPct(io.avail))
 		}
@@ -58,37 +60,31 @@ func (s *nodeState) message(w *Workload, objective float64, pr Prediction, head 
 		action = "lower spec.rtNIC.minBandwidth or move a crawler"
 	case CauseNICDeadline:
 		detail = fmt.Sprintf("worst-case RT-NIC delay %s against the %s deadline (%s bits of %s with deadlines up to it at %s)",
-			nic.delay.Round(time.Microsecond), fmtDur(nic.deadline), fmtInt(int64(nic.backlogBits)), plural(int64(nic.flows), "flow"), fmtBPS(s.nic.linkRate))
+			FormatError(nic.delay), FormatError(nic.deadline), fmtInt(int64(nic.backlogBits)), plural(int64(nic.flows), "flow"), fmtBPS(s.nic.linkRate))
 		action = "lengthen the deadline or move a crawler with a shorter one"
 		if nic.feasible {
-			action = fmt.Sprintf("lower spec.rtNIC.minBandwidth of the flows with deadlines up to %s or move one of them", fmtDur(nic.deadline))
+			action = fmt.Sprintf("lower spec.rtNIC.minBandwidth of the flows with deadlines up to %s or move one of them", FormatError(nic.deadline))
 		}
 	}
 	pct := "p" + strconv.FormatFloat(objective, 'f', -1, 64)
 	switch {
 	case pr.Within:
 		return fmt.Sprintf("%s: %s error %s within the %s tolerance (%s headroom)",
-			detail, pct, fmtDur(pr.Error), fmtDur(w.Tolerance), fmtDur(w.Tolerance-pr.Error))
+			detail, pct, FormatError(pr.Error), FormatError(w.Tolerance), FormatError(w.Tolerance-pr.Error))
 	case pr.Error <= w.Tolerance:
 		return fmt.Sprintf("%s: infeasible although the %s error %s is within the %s tolerance; %s",
-			detail, pct, fmtDur(pr.Error), fmtDur(w.Tolerance), action)
+			detail, pct, FormatError(pr.Error), FormatError(w.Tolerance), action)
 	}
-	return fmt.Sprintf("%s: %s error %s over the %s tolerance; %s", detail, pct, fmtDur(pr.Error), fmtDur(w.Tolerance), action)
+	return fmt.Sprintf("%s: %s error %s over the %s tolerance; %s", detail, pct, FormatError(pr.Error), FormatError(w.Tolerance), action)
 }
 
-func fmtDur(d time.Duration) string {
-	ms := float64(d) / float64(time.Millisecond)
-	switch {
-	case d >= Unbounded:
+// FormatError writes a predicted error (or any delay of the model) for a message:
+// "unbounded" from Unbounded on, else format.Duration's four significant figures.
+func FormatError(d time.Duration) string {
+	if d >= Unbounded {
 		return "unbounded"
-	case d >= time.Second:
-		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
-	case d >= 10*time.Millisecond || d == 0 || d%time.Millisecond == 0:
-		return strconv.FormatFloat(ms, 'f', 0, 64) + "ms"
-	case d >= time.Millisecond:
-		return strconv.FormatFloat(ms, 'f', 1, 64) + "ms"
 	}
-	return strconv.FormatFloat(ms, 'f', 2, 64) + "ms"
+	return format.Duration(d)
 }
 
 func fmtInt(n int64) string {
@@ -115,7 +111,11 @@ func fmtPct(x float64) string {
 	return strconv.FormatFloat(100*x, 'f', 0, 64) + "%"
 }
 
-func fmtCPUs(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
+// fmtCPU writes a CPU quantity of the model (in CPUs) as format.CPU does.
+func fmtCPU(x float64) string { return format.CPU(int64(math.Round(x * 1000))) }
+
+// fmtNum writes a count that may be fractional (runnable vCPUs on average).
+func fmtNum(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 
 func fmtBPS(x float64) string {
 	for _, u := range []struct {
@@ -134,11 +134,4 @@ func plural(n int64, unit string) string {
 		return "1 " + unit
 	}
 	return fmtInt(n) + " " + unit + "s"
-}
-
-func plural64(x float64, unit string) string {
-	if x == 1 {
-		return "1 " + unit
-	}
-	return fmtCPUs(x) + " " + unit + "s"
 }

@@ -287,7 +287,7 @@ func TestMessages(t *testing.T) {
 	}{
 		"vcpu-headroom says how many vCPUs": {
 			node: bmsHost(), ws: []Workload{crawler("bms/a", 1000, 2)},
-			want: "peak CPU 2.80 over the 10ms window at 1,000 rps on 2 vCPUs (140%): p99.999 error 256ms over the 10ms tolerance; size to 4 vCPUs",
+			want: "peak CPU 2.80 over the 10ms window at 1,000 rps on 2 vCPUs (140%): p99.999 error 255.9ms over the 10ms tolerance; size to 4 vCPUs",
 		},
 		"a full vCPU never drains": {
 			node: bmsHost(), ws: []Workload{crawler("bms/a", 1000, 1)},
@@ -295,19 +295,19 @@ func TestMessages(t *testing.T) {
 		},
 		"cpu-contention names the runnable threads and the timeslice": {
 			node: bmsHost(), ws: crawlers(8, 100),
-			want: "9 runnable vCPUs and host I/O threads on 8 shared CPUs: the vCPU and the host I/O path each wait up to 1×30ms timeslice (p=0.24): p99.999 error 62ms over the 10ms tolerance; move a VM off the node, use dedicated CPUs or a shorter scheduler timeslice",
+			want: "9 runnable vCPUs and host I/O threads on 8 shared CPUs: the vCPU and the host I/O path each wait up to 1×30ms timeslice (p=0.24): p99.999 error 61.97ms over the 10ms tolerance; move a VM off the node, use dedicated CPUs or a shorter scheduler timeslice",
 		},
 		"host-io names the load and the total rps": {
 			node: bmsHost(), ws: crawlers(14, 200),
-			want: "host I/O path 98% busy at 2,800 rps total (0.30ms per request on 1 CPU, 86% of it left by contention): p99.999 error 147ms over the 10ms tolerance; lower the node's total rps or give the host I/O path more or isolated CPUs",
+			want: "host I/O path 98% busy at 2,800 rps total (300µs per request on 1 CPU, 86% of it left by contention): p99.999 error 147.3ms over the 10ms tolerance; lower the node's total rps or give the host I/O path more or isolated CPUs",
 		},
 		"within the budget says the headroom": {
 			node: bmsHost(), ws: []Workload{crawler("bms/a", 100, 1)},
-			want: "peak CPU 0.28 over the 10ms window at 100 rps on 1 vCPU (28%): p99.999 error 1.0ms within the 10ms tolerance (9.0ms headroom)",
+			want: "peak CPU 0.28 over the 10ms window at 100 rps on 1 vCPU (28%): p99.999 error 1.011ms within the 10ms tolerance (8.989ms headroom)",
 		},
 		"nic-deadline names the backlog": {
 			node: bmsHost(), ws: []Workload{withNIC(crawler("bms/a", 100, 1), ms, 995_000_000)},
-			want: "worst-case RT-NIC delay 1.007ms against the 1ms deadline (995,000 bits of 1 flow with deadlines up to it at 1 Gbit/s): infeasible although the p99.999 error 2.0ms is within the 10ms tolerance; lengthen the deadline or move a crawler with a shorter one",
+			want: "worst-case RT-NIC delay 1.007ms against the 1ms deadline (995,000 bits of 1 flow with deadlines up to it at 1 Gbit/s): infeasible although the p99.999 error 2.018ms is within the 10ms tolerance; lengthen the deadline or move a crawler with a shorter one",
 		},
 		"nic-bandwidth names the sum and the capacity": {
 			node: bmsHost(), ws: []Workload{withNIC(crawler("bms/a", 100, 1), ms, 1_500_000_000)},
@@ -564,8 +564,8 @@ func TestStudyFactsTable(t *testing.T) {
 	b.WriteString("\n| case (BMS host: 8 CPUs, 30 ms timeslice, 10 ms at p99.999) | measured | predicted (worst VM) | headroom | contention | host I/O | NIC | cause |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		w := worst(r.node, r.ws)
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.fact, r.measured, fmtDur(w.Error),
-			fmtDur(w.Terms.Headroom), fmtDur(w.Terms.Contention), fmtDur(w.Terms.HostIO), fmtDur(w.Terms.NIC), w.Cause)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.fact, r.measured, FormatError(w.Error),
+			FormatError(w.Terms.Headroom), FormatError(w.Terms.Contention), FormatError(w.Terms.HostIO), FormatError(w.Terms.NIC), w.Cause)
 	}
 	t.Log(b.String())
 }

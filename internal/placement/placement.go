@@ -19,7 +19,6 @@ package placement
 import (
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -29,6 +28,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/format"
 	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/sizing"
 )
@@ -535,7 +535,7 @@ func overBudget(key string, ws []model.Workload, preds []model.Prediction) strin
 			if pr.Key == key {
 				who = "itself"
 			}
-			over = append(over, who+" predicted "+fmtDur(pr.Error)+" ("+pr.Cause+") over its "+fmtDur(toleranceOf(ws, pr.Key))+" tolerance")
+			over = append(over, who+" predicted "+model.FormatError(pr.Error)+" ("+pr.Cause+") over its "+model.FormatError(toleranceOf(ws, pr.Key))+" tolerance")
 		}
 	}
 	if len(over) > 2 {
@@ -575,9 +575,9 @@ func capacity(n *Node, u *usage, s sizing.Result) string {
 	switch short, free := shortfall(n, u, s); short {
 	case shortCPU:
 		if s.Dedicated() {
-			return fmt.Sprintf("needs %d exclusive CPUs, %s free", s.HostCPUs, cpus(free))
+			return fmt.Sprintf("needs %d exclusive CPUs, %s free", s.HostCPUs, format.CPU(free))
 		}
-		return fmt.Sprintf("needs %s CPU, %s free", cpus(s.CPURequestMilli), cpus(free))
+		return fmt.Sprintf("needs %s CPU, %s free", format.CPU(s.CPURequestMilli), format.CPU(free))
 	case shortHugepages:
 		return fmt.Sprintf("needs %s of 2Mi hugepages, %s free", mib(s.HugepagesBytes), mib(free))
 	case shortMemory:
@@ -695,27 +695,4 @@ func explain(total int, rejections map[string][]string) string {
 	return fmt.Sprintf("0/%d nodes fit: %s", total, strings.Join(parts, "; "))
 }
 
-func cpus(milli int64) string {
-	if milli%1000 == 0 {
-		return fmt.Sprintf("%d", milli/1000)
-	}
-	return fmt.Sprintf("%dm", milli)
-}
-
 func mib(b int64) string { return fmt.Sprintf("%dMi", b>>20) }
-
-// fmtDur prints a duration to three significant figures, "unbounded" past model.Unbounded.
-func fmtDur(d time.Duration) string {
-	if d >= model.Unbounded {
-		return "unbounded"
-	}
-	g3 := func(x float64) string { return strconv.FormatFloat(x, 'g', 3, 64) } // fmt's %.3g
-	switch {
-	case d >= time.Second:
-		return g3(d.Seconds()) + "s"
-	case d >= time.Millisecond:
-		return g3(float64(d)/float64(time.Millisecond)) + "ms"
-	default:
-		return g3(float64(d)/float64(time.Microsecond)) + "us"
-	}
-}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/format"
 	"isochron.io/isochron/probes/report"
 )
 
@@ -73,7 +74,7 @@ func Outcome(cvm *isov1.CrawlerVM, job *batchv1.Job, termination string, now tim
 	case failed && reason == batchv1.JobReasonDeadlineExceeded:
 		res.Verdict, res.Reason = isov1.VerdictTimedOut, isov1.ReasonProbeTimedOut
 		res.Message = fmt.Sprintf("probe Job %s ran past its active deadline of %ds (spec.probe.duration %s plus the grace to start) and was stopped; nothing was judged",
-			job.Name, ptrValue(job.Spec.ActiveDeadlineSeconds), ProbeDuration(cvm))
+			job.Name, ptrValue(job.Spec.ActiveDeadlineSeconds), format.Duration(ProbeDuration(cvm)))
 	case failed:
 		res.Verdict, res.Reason = isov1.VerdictFailed, isov1.ReasonProbeFailed
 		why := termination
@@ -132,7 +133,7 @@ func Judge(cvm *isov1.CrawlerVM, rep report.Report) (isov1.ProbeVerdict, string,
 	switch iv := rep.Interval; {
 	case iv == nil || iv.Count == 0:
 		inconclude(isov1.ReasonNoTraffic, fmt.Sprintf("the probe gateway received no intervals in %s: point the guest's crawler at http://%s.%s.svc:%d/?point=ID",
-			rep.End.Sub(rep.Start).Round(time.Second), ServiceName(cvm), cvm.Namespace, GatewayPort))
+			format.Duration(rep.End.Sub(rep.Start).Round(time.Second)), ServiceName(cvm), cvm.Namespace, GatewayPort))
 	default:
 		at := micros(value(iv.AtObjective))
 		ie = &isov1.MeasuredIntervalError{
@@ -142,12 +143,12 @@ func Judge(cvm *isov1.CrawlerVM, rep report.Report) (isov1.ProbeVerdict, string,
 		}
 		switch {
 		case at > tol:
-			refute(isov1.ReasonSLORefuted, fmt.Sprintf("p%s interval error %s exceeds the %s tolerance (%d intervals, %d requests missing)", pct, at, tol, iv.Count, iv.Missing))
+			refute(isov1.ReasonSLORefuted, fmt.Sprintf("p%s interval error %s exceeds the %s tolerance (%d intervals, %d requests missing)", pct, format.Duration(at), format.Duration(tol), iv.Count, iv.Missing))
 		case iv.Count < need:
 			inconclude(isov1.ReasonInsufficientSamples, fmt.Sprintf("%d intervals measured, p%s needs at least %d: make spec.probe.duration at least %s",
-				iv.Count, pct, need, minDuration(need, iv.Count, rep.End.Sub(rep.Start))))
+				iv.Count, pct, need, format.Duration(minDuration(need, iv.Count, rep.End.Sub(rep.Start)))))
 		default:
-			met = append(met, fmt.Sprintf("p%s interval error %s within the %s tolerance (%d intervals)", pct, at, tol, iv.Count))
+			met = append(met, fmt.Sprintf("p%s interval error %s within the %s tolerance (%d intervals)", pct, format.Duration(at), format.Duration(tol), iv.Count))
 		}
 	}
 
@@ -166,11 +167,11 @@ func Judge(cvm *isov1.CrawlerVM, rep report.Report) (isov1.ProbeVerdict, string,
 			allowed := int64(math.Floor(float64(r.Sent)*(100-obj)/100 + 1e-9))
 			switch {
 			case misses > allowed:
-				refute(isov1.ReasonDeadlineMissed, fmt.Sprintf("%d of %d RT-NIC round trips missed the %s deadline (%d lost); p%s allows %d", misses, r.Sent, deadline, r.Lost, pct, allowed))
+				refute(isov1.ReasonDeadlineMissed, fmt.Sprintf("%d of %d RT-NIC round trips missed the %s deadline (%d lost); p%s allows %d", misses, r.Sent, format.Duration(deadline), r.Lost, pct, allowed))
 			case r.Sent < need:
 				inconclude(isov1.ReasonInsufficientSamples, fmt.Sprintf("%d RT-NIC round trips, p%s needs at least %d", r.Sent, pct, need))
 			default:
-				met = append(met, fmt.Sprintf("%d of %d RT-NIC round trips missed the %s deadline (p%s allows %d)", misses, r.Sent, deadline, pct, allowed))
+				met = append(met, fmt.Sprintf("%d of %d RT-NIC round trips missed the %s deadline (p%s allows %d)", misses, r.Sent, format.Duration(deadline), pct, allowed))
 			}
 		}
 	}
@@ -197,7 +198,7 @@ func Condition(cvm *isov1.CrawlerVM, st State) (metav1.ConditionStatus, string, 
 	}
 	switch {
 	case st.Active != nil && !st.Active.Deleting && st.VMIUID != "" && st.Active.Run.VMIUID == st.VMIUID && st.Active.Run.Generation == cvm.Generation:
-		return metav1.ConditionUnknown, isov1.ReasonProbeRunning, fmt.Sprintf("probe Job %s measures for %s", st.Active.Name, ProbeDuration(cvm))
+		return metav1.ConditionUnknown, isov1.ReasonProbeRunning, fmt.Sprintf("probe Job %s measures for %s", st.Active.Name, format.Duration(ProbeDuration(cvm)))
 	case st.VMIUID == "":
 		return metav1.ConditionUnknown, isov1.ReasonProbePending, "waiting for the VMI to run the current spec before probing"
 	default:
