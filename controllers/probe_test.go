@@ -385,7 +385,9 @@ func TestNoSecondProbeWhileOneRuns(t *testing.T) {
 	if second.Annotations[isov1.AnnotationProbeTrigger] != string(isov1.TriggerStart) || second.Annotations[isov1.AnnotationProbeGeneration] != fmt.Sprint(c.Generation) {
 		t.Errorf("second Job annotations %v, want trigger Start for generation %d", second.Annotations, c.Generation)
 	}
-	if !slices.ContainsFunc(events(t, c), func(e string) bool { return strings.HasPrefix(e, isov1.EventReasonProbeCancelled+": Cancelled probe Job "+first.Name) }) {
+	if !slices.ContainsFunc(events(t, c), func(e string) bool {
+		return strings.HasPrefix(e, isov1.EventReasonProbeCancelled+": Cancelled probe Job "+first.Name)
+	}) {
 		t.Errorf("no ProbeCancelled Event for %s: %v", first.Name, events(t, c))
 	}
 	// Many reconciles later (each touch of the owned VMI makes one) there is still only
