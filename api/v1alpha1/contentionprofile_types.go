@@ -9,16 +9,17 @@ import (
 // parameter is optional: an unset one keeps the built-in default, which reproduces the
 // measurement studies (docs/contention-model.md lists each default and its source).
 type ContentionProfileSpec struct {
-	// nodeSelector selects the nodes this profile describes.
+	// nodeSelector selects the nodes this profile describes; an empty one ({}) selects
+	// every node.
 	// +required
-	NodeSelector metav1.LabelSelector `json:"nodeSelector"`
+	NodeSelector metav1.LabelSelector `json:"nodeSelector"` //nolint:kubeapilinter // requiredfields: {} (every node) is a valid choice the user must still write; the value type serialises it, so no pointer is needed.
 
 	// precedence orders profiles that select the same node: the highest wins, and names
 	// break ties. Default 0.
 	// +optional
 	// +kubebuilder:validation:Minimum=-1000
 	// +kubebuilder:validation:Maximum=1000
-	Precedence int32 `json:"precedence,omitempty"`
+	Precedence int32 `json:"precedence,omitempty"` //nolint:kubeapilinter // optionalfields: unset means 0, the default; no pointer needed to tell them apart.
 
 	// crawler describes the crawler's CPU demand.
 	// +optional
@@ -46,33 +47,25 @@ type CrawlerProfile struct {
 	// peakFactor1s is the crawler's CPU demand at the objective percentile over 1 s
 	// windows divided by its mean, a decimal >= 1 (default "1.1").
 	// +optional
-	// +kubebuilder:validation:MaxLength=16
-	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
 	// +kubebuilder:validation:XValidation:rule="double(self) >= 1.0 && double(self) <= 100.0",message="crawler.peakFactor1s must be a decimal from 1 to 100, for example \"1.1\""
-	PeakFactor1s string `json:"peakFactor1s,omitempty"`
+	PeakFactor1s Decimal `json:"peakFactor1s,omitempty"`
 
 	// peakExponent is how fast the peak factor grows as the window shrinks:
 	// F(w) = 1 + (peakFactor1s - 1) x (1s/w)^peakExponent, a decimal in (0, 4] (default "0.5").
 	// +optional
-	// +kubebuilder:validation:MaxLength=16
-	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
 	// +kubebuilder:validation:XValidation:rule="double(self) > 0.0 && double(self) <= 4.0",message="crawler.peakExponent must be a decimal greater than 0 and at most 4, for example \"0.5\""
-	PeakExponent string `json:"peakExponent,omitempty"`
+	PeakExponent Decimal `json:"peakExponent,omitempty"`
 
 	// peakFactorMax caps the peak factor at short windows, a decimal >= 1 (default "4").
 	// +optional
-	// +kubebuilder:validation:MaxLength=16
-	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
 	// +kubebuilder:validation:XValidation:rule="double(self) >= 1.0 && double(self) <= 1000.0",message="crawler.peakFactorMax must be a decimal from 1 to 1000, for example \"4\""
-	PeakFactorMax string `json:"peakFactorMax,omitempty"`
+	PeakFactorMax Decimal `json:"peakFactorMax,omitempty"`
 
 	// targetUtilisation is the share of its vCPUs a crawler's peak may use, a decimal in
 	// (0, 1] (default "0.7").
 	// +optional
-	// +kubebuilder:validation:MaxLength=16
-	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
 	// +kubebuilder:validation:XValidation:rule="double(self) > 0.0 && double(self) <= 1.0",message="crawler.targetUtilisation must be a decimal greater than 0 and at most 1, for example \"0.7\""
-	TargetUtilisation string `json:"targetUtilisation,omitempty"`
+	TargetUtilisation Decimal `json:"targetUtilisation,omitempty"`
 
 	// overloadPenalty is what a request pays at the objective percentile once the peak
 	// exceeds the vCPUs, on top of the overload episode (default 200ms).
@@ -112,7 +105,7 @@ type HostProfile struct {
 	// ioIsolated is true when the host I/O path has its reserved CPUs to itself; false
 	// (the default) when its threads compete with shared vCPUs.
 	// +optional
-	IOIsolated bool `json:"ioIsolated,omitempty"`
+	IOIsolated bool `json:"ioIsolated,omitempty"` //nolint:kubeapilinter // optionalfields: unset means false, the default; no pointer needed to tell them apart.
 }
 
 // NICProfile is the node NIC that RT-NICs share.
@@ -147,12 +140,14 @@ type NICProfile struct {
 // +kubebuilder:printcolumn:name="PRECEDENCE",type=integer,JSONPath=`.spec.precedence`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
 type ContentionProfile struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec selects nodes and sets the model's parameters for them.
 	// +required
-	Spec ContentionProfileSpec `json:"spec"`
+	Spec ContentionProfileSpec `json:"spec"` //nolint:kubeapilinter // requiredfields: its zero value, nodeSelector {} (every node), is a valid profile; see NodeSelector.
 }
 
 // ContentionProfileList is a list of ContentionProfiles.

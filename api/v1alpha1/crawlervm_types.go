@@ -37,16 +37,16 @@ type CrawlerVMSpec struct {
 	// +required
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100000
-	RPS int32 `json:"rps"`
+	RPS int32 `json:"rps,omitempty"`
 
 	// errorBudget is the largest acceptable measurement-interval error and the share of
 	// intervals that must stay within it.
 	// +required
-	ErrorBudget ErrorBudget `json:"errorBudget"`
+	ErrorBudget ErrorBudget `json:"errorBudget,omitzero"` //nolint:kubeapilinter // requiredfields: a zero tolerance is refused by its CEL rule (> 0), which the linter cannot read.
 
 	// guest describes the crawler's virtual machine: disk image, memory, cloud-init.
 	// +required
-	Guest Guest `json:"guest"`
+	Guest Guest `json:"guest,omitzero"`
 
 	// cpuPlacement is dedicated (exclusive host CPUs, realtime guest; the default) or
 	// shared (the node's shared CPU pool, protected by CPU requests).
@@ -80,16 +80,28 @@ type ErrorBudget struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('10s')",message="spec.errorBudget.tolerance must be greater than 0 and at most 10s, for example 10ms"
-	Tolerance metav1.Duration `json:"tolerance"`
+	Tolerance metav1.Duration `json:"tolerance,omitzero"` //nolint:kubeapilinter // requiredfields: zero is refused by the CEL rule (> 0), which the linter cannot read.
 
-	// objective is the percentage of intervals that must meet the tolerance, as a decimal
-	// string >= 90 and < 100. Default "99.999" (IEC 61508 SIL 1, continuous mode).
+	// objective is the percentage of intervals that must meet the tolerance, a decimal
+	// >= 90 and < 100 with at most six decimals. Default "99.999" (IEC 61508 SIL 1,
+	// continuous mode).
 	// +optional
 	// +kubebuilder:default="99.999"
-	// +kubebuilder:validation:MaxLength=10
-	// +kubebuilder:validation:Pattern=`^[0-9]{1,3}(\.[0-9]{1,6})?$`
 	// +kubebuilder:validation:XValidation:rule="double(self) >= 90.0 && double(self) < 100.0",message="spec.errorBudget.objective must be a percentage >= 90 and < 100, for example \"99.999\""
-	Objective string `json:"objective,omitempty"`
+	// +kubebuilder:validation:XValidation:rule="!self.contains('.') || size(self) - self.indexOf('.') <= 7",message="spec.errorBudget.objective has at most six decimals, for example \"99.9999\""
+	Objective Decimal `json:"objective,omitempty"`
+}
+
+// DefaultObjective is spec.errorBudget.objective when it is not set: 99.999%.
+const DefaultObjective = 99.999
+
+// ObjectivePercent is objective as a number, DefaultObjective when it is unset (the
+// schema defaults it and refuses anything outside [90, 100)).
+func (b ErrorBudget) ObjectivePercent() float64 {
+	if v, ok := b.Objective.Float64(); ok && v > 0 && v < 100 {
+		return v
+	}
+	return DefaultObjective
 }
 
 // Guest is the crawler's virtual machine.
@@ -98,13 +110,13 @@ type Guest struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
-	Image string `json:"image"`
+	Image string `json:"image,omitempty"`
 
 	// memory is the guest's memory, at least 256Mi. Dedicated crawlers back it with 2Mi
 	// hugepages, rounded up to a whole page.
 	// +required
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('256Mi')) >= 0",message="spec.guest.memory must be at least 256Mi"
-	Memory resource.Quantity `json:"memory"`
+	Memory resource.Quantity `json:"memory,omitzero"` //nolint:kubeapilinter // requiredfields: zero is refused by the CEL rule (at least 256Mi), which the linter cannot read.
 
 	// cloudInitUserData is the guest's own cloud-init user data. When rtNIC is set,
 	// isochron adds a part that marks the RT-NIC's traffic with its DSCP class; the two are
@@ -113,7 +125,7 @@ type Guest struct {
 	// limit for inline user data.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
-	CloudInitUserData string `json:"cloudInitUserData,omitempty"`
+	CloudInitUserData string `json:"cloudInitUserData,omitempty"` //nolint:kubeapilinter // optionalfields: "" means no user data of the guest's own, as unset does; no pointer needed to tell them apart.
 }
 
 // RTNIC is a real-time secondary network interface (a Multus NetworkAttachmentDefinition).
@@ -124,7 +136,7 @@ type RTNIC struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=317
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')",message="spec.rtNIC.networkName must be name or namespace/name of a NetworkAttachmentDefinition (lower-case DNS names), for example bms/rt-net"
-	NetworkName string `json:"networkName"`
+	NetworkName string `json:"networkName,omitempty"`
 
 	// deadline is the largest acceptable transfer delay on this NIC, > 0 and <= 1s. It
 	// selects the DSCP class that marks the crawler's traffic.
@@ -133,13 +145,13 @@ type RTNIC struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('1s')",message="spec.rtNIC.deadline must be greater than 0 and at most 1s, for example 5ms"
-	Deadline metav1.Duration `json:"deadline"`
+	Deadline metav1.Duration `json:"deadline,omitzero"` //nolint:kubeapilinter // requiredfields: zero is refused by the CEL rule (> 0), which the linter cannot read.
 
 	// minBandwidth is the bandwidth the crawler's traffic needs on this NIC, in bits per
 	// second (for example 100M), > 0.
 	// +required
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="spec.rtNIC.minBandwidth must be a positive number of bits per second, for example 100M"
-	MinBandwidth resource.Quantity `json:"minBandwidth"`
+	MinBandwidth resource.Quantity `json:"minBandwidth,omitzero"` //nolint:kubeapilinter // requiredfields: zero is refused by the CEL rule (> 0), which the linter cannot read.
 }
 
 // Placement constrains and steers the choice of node.
@@ -169,7 +181,7 @@ type Probe struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
 	// +kubebuilder:validation:XValidation:rule="self == '' || self.matches('^@(yearly|annually|monthly|weekly|daily|hourly)$') || self.matches('^[^ ]+( +[^ ]+){4}$')",message="spec.probe.schedule must be a cron schedule of five fields (for example \"0 3 * * *\") or one of @yearly, @monthly, @weekly, @daily, @hourly"
-	Schedule string `json:"schedule,omitempty"`
+	Schedule string `json:"schedule,omitempty"` //nolint:kubeapilinter // optionalfields: "" means no schedule, as unset does (the CEL rule accepts it); no pointer needed to tell them apart.
 
 	// duration is how long each probe measures, >= 10s and <= 24h. Default 20m (10^5
 	// samples at 100 rps, enough for a p99.999).
@@ -216,91 +228,133 @@ const (
 // ProbeResult is the outcome of one probe run.
 type ProbeResult struct {
 	// job is the name of the probe Job, in the CrawlerVM's namespace.
-	Job string `json:"job"`
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Job string `json:"job,omitempty"`
 	// trigger is why the probe ran: Start, SpecChange or Schedule.
-	Trigger ProbeTrigger `json:"trigger"`
+	// +required
+	Trigger ProbeTrigger `json:"trigger,omitempty"`
 	// observedGeneration is the spec generation the probe measured.
+	// +required
 	ObservedGeneration int64 `json:"observedGeneration"`
 	// vmiUID is the UID of the VMI the probe measured.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
 	VMIUID string `json:"vmiUID,omitempty"`
 	// startTime is when the probe Job was created.
-	StartTime metav1.Time `json:"startTime"`
+	// +required
+	StartTime metav1.Time `json:"startTime,omitzero"` //nolint:kubeapilinter // requiredfields: the operator always sets it from the Job's creation time; omitzero omits an unset one, which the API server then refuses.
 	// completionTime is when the probe's result was read.
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
 	// verdict is Confirmed, Refuted, Inconclusive, Failed or TimedOut.
-	Verdict ProbeVerdict `json:"verdict"`
-	// reason is the SLOConfirmed condition's reason for this result.
+	// +required
+	Verdict ProbeVerdict `json:"verdict,omitempty"`
+	// reason is the SLOConfirmed condition's reason for this result (SLOMet,
+	// SLORefuted, DeadlineMissed, InsufficientSamples, NoTraffic, RTNICNotMeasured,
+	// ProbeFailed or ProbeTimedOut).
 	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
 	Reason string `json:"reason,omitempty"`
 	// intervalError is the measurement-interval error of the crawler's requests to the
-	// probe's gateway.
+	// probe's gateway; absent when none arrived.
 	// +optional
 	IntervalError *MeasuredIntervalError `json:"intervalError,omitempty"`
-	// rtNIC is the round trips to the crawler's RT-NIC.
+	// rtNIC is the round trips to the crawler's RT-NIC; absent without an RT-NIC or when
+	// none was measured.
 	// +optional
 	RTNIC *MeasuredRoundTrips `json:"rtNIC,omitempty"`
 	// message explains the verdict with the figures against the budget.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
 	Message string `json:"message,omitempty"`
 }
 
 // MeasuredIntervalError is what a probe's gateway measured of a crawler's requests.
+// Each error is the absolute difference between an interval (the time between two
+// requests for the same point) and the period.
 type MeasuredIntervalError struct {
 	// intervals is the number of intervals measured.
-	Intervals int64 `json:"intervals"`
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	Intervals int64 `json:"intervals,omitempty"`
 	// missing is the number of requests that never arrived (gaps of a period or more).
 	// +optional
-	Missing int64 `json:"missing,omitempty"`
-	// p50, p99 and p99999 are the interval error at those percentiles.
-	P50    metav1.Duration `json:"p50"`
-	P99    metav1.Duration `json:"p99"`
+	// +kubebuilder:validation:Minimum=0
+	Missing *int64 `json:"missing,omitempty"`
+	// p50 is the median interval error.
+	// +required
+	P50 metav1.Duration `json:"p50"`
+	// p99 is the interval error at the 99th percentile.
+	// +required
+	P99 metav1.Duration `json:"p99"`
+	// p99999 is the interval error at the 99.999th percentile.
+	// +required
 	P99999 metav1.Duration `json:"p99999"`
 	// atObjective is the interval error at spec.errorBudget.objective, the figure judged
 	// against the tolerance.
+	// +required
 	AtObjective metav1.Duration `json:"atObjective"`
 	// max is the largest interval error.
+	// +required
 	Max metav1.Duration `json:"max"`
 	// overTolerance is the number of intervals whose error exceeded the tolerance.
 	// +optional
+	// +kubebuilder:validation:Minimum=0
 	OverTolerance *int64 `json:"overTolerance,omitempty"`
 }
 
 // MeasuredRoundTrips is what a probe measured of round trips to a crawler's RT-NIC.
 type MeasuredRoundTrips struct {
 	// sent is the number of round trips tried.
-	Sent int64 `json:"sent"`
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	Sent int64 `json:"sent,omitempty"`
 	// misses is the number that missed the deadline, lost ones included.
+	// +required
+	// +kubebuilder:validation:Minimum=0
 	Misses int64 `json:"misses"`
 	// lost is the number never answered.
 	// +optional
-	Lost int64 `json:"lost,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	Lost *int64 `json:"lost,omitempty"`
 	// deadline is the RT-NIC deadline the round trips were held to.
+	// +required
 	Deadline metav1.Duration `json:"deadline"`
-	// p99 and atObjective are round trips of the answered probes at those percentiles.
-	P99         metav1.Duration `json:"p99"`
+	// p99 is the round trip of the answered probes at the 99th percentile.
+	// +required
+	P99 metav1.Duration `json:"p99"`
+	// atObjective is the round trip of the answered probes at
+	// spec.errorBudget.objective.
+	// +required
 	AtObjective metav1.Duration `json:"atObjective"`
 	// max is the longest answered round trip.
+	// +required
 	Max metav1.Duration `json:"max"`
 }
 
 // CrawlerVMStatus is what isochron decided and observed for a crawler.
 type CrawlerVMStatus struct {
-	// observedGeneration is the spec generation the status describes.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-
-	// conditions are Ready, Placed and SLOConfirmed, and the kstatus conditions
-	// Reconciling and Stalled (present only while True).
+	// conditions are Placed, Ready and SLOConfirmed, and the kstatus conditions
+	// Reconciling and Stalled (present only while True). Their reasons are the Reason
+	// constants of this package.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// sizing is the size chosen for the crawler's VM.
+	// observedGeneration is the spec generation the status describes.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// sizing is the size chosen for the crawler's VM. With placement it is the
+	// reservation the crawler holds on its node.
 	// +optional
 	Sizing *Sizing `json:"sizing,omitempty"`
 
@@ -320,40 +374,58 @@ type CrawlerVMStatus struct {
 // Sizing is the size chosen for a crawler's VM.
 type Sizing struct {
 	// vcpus is the number of guest vCPUs.
-	VCPUs int32 `json:"vcpus"`
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	VCPUs int32 `json:"vcpus,omitempty"`
 	// hostCPUs is the number of exclusive host CPUs the VM holds: its vCPUs plus the
-	// isolated emulator thread (0 for shared placement).
+	// isolated emulator thread; 0 for shared placement.
+	// +required
+	// +kubebuilder:validation:Minimum=0
 	HostCPUs int32 `json:"hostCPUs"`
-	// cpuRequest is the CPU the VM's pod requests (a whole number for dedicated
-	// placement; the peak demand for shared placement, as a cgroup weight).
-	CPURequest resource.Quantity `json:"cpuRequest"`
-	// hugepages is the guest memory in 2Mi hugepages (0 for shared placement).
+	// cpuRequest is the CPU the VM's pod requests: a whole number for dedicated
+	// placement, the peak demand (a cgroup weight) for shared placement.
+	// +required
+	CPURequest resource.Quantity `json:"cpuRequest,omitzero"` //nolint:kubeapilinter // requiredfields: sizing never requests less than 100m; omitzero omits an unset one, which the API server then refuses.
+	// hugepages is the guest memory in 2Mi hugepages; absent for shared placement.
 	// +optional
 	Hugepages *resource.Quantity `json:"hugepages,omitempty"`
 	// memory is the memory the VM's pod requests for the guest.
-	Memory resource.Quantity `json:"memory"`
+	// +required
+	Memory resource.Quantity `json:"memory,omitzero"` //nolint:kubeapilinter // requiredfields: at least spec.guest.memory (256Mi); omitzero omits an unset one, which the API server then refuses.
 }
 
 // PlacementStatus is the node chosen for a crawler and what is predicted there.
 type PlacementStatus struct {
 	// node is the name of the chosen node.
-	Node string `json:"node"`
-	// predictedError is the predicted interval error at the objective percentile
-	// (absent until the contention model predicts one).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Node string `json:"node,omitempty"`
+	// predictedError is the interval error the contention model predicts at the
+	// objective percentile, with every crawler on the node (absent until it predicts
+	// one).
 	// +optional
 	PredictedError *metav1.Duration `json:"predictedError,omitempty"`
-	// headroom is tolerance minus predictedError.
+	// headroom is tolerance minus predictedError; negative when a change on the node
+	// (neighbours, a profile) pushed the prediction past the tolerance.
 	// +optional
 	Headroom *metav1.Duration `json:"headroom,omitempty"`
 }
 
 // VMIStatus names the crawler's VirtualMachineInstance and its phase.
 type VMIStatus struct {
-	// name of the VirtualMachineInstance, in the CrawlerVM's namespace.
-	Name string `json:"name"`
-	// phase of the VirtualMachineInstance as KubeVirt reports it.
+	// name is the VirtualMachineInstance's name, in the CrawlerVM's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+	// phase is the VirtualMachineInstance's phase as KubeVirt reports it (Pending,
+	// Scheduling, Scheduled, Running, Succeeded, Failed), for display; the Ready
+	// condition is what isochron concludes from it.
 	// +optional
-	Phase string `json:"phase,omitempty"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	Phase string `json:"phase,omitempty"` //nolint:kubeapilinter // nophase: it mirrors KubeVirt's VMI phase for display; the Ready condition is the contract.
 }
 
 // CrawlerVM is a real-time crawler VM: isochron sizes it from its request rate and error
@@ -373,15 +445,17 @@ type VMIStatus struct {
 // +kubebuilder:printcolumn:name="SLO",type=string,JSONPath=`.status.conditions[?(@.type=="SLOConfirmed")].status`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
 type CrawlerVM struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec is what the crawler needs.
 	// +required
-	Spec CrawlerVMSpec `json:"spec"`
+	Spec CrawlerVMSpec `json:"spec,omitzero"`
 	// status is what isochron decided and observed.
 	// +optional
-	Status CrawlerVMStatus `json:"status,omitempty"`
+	Status CrawlerVMStatus `json:"status,omitempty"` //nolint:kubeapilinter // optionalfields: the status of a Kubernetes object is a value, by convention (the API server resets it on create).
 }
 
 // CrawlerVMList is a list of CrawlerVMs.

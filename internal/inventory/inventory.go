@@ -5,7 +5,6 @@ package inventory
 
 import (
 	"sort"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -77,10 +76,10 @@ func Params(p *isov1.ContentionProfile) model.Params {
 		if c.CPUPerRequest != nil {
 			m.CPUPerRequest = c.CPUPerRequest.Duration
 		}
-		m.PeakFactor1s = decimal(c.PeakFactor1s)
-		m.PeakExponent = decimal(c.PeakExponent)
-		m.PeakFactorMax = decimal(c.PeakFactorMax)
-		m.TargetUtilisation = decimal(c.TargetUtilisation)
+		m.PeakFactor1s, _ = c.PeakFactor1s.Float64() // unset: 0, the model's default
+		m.PeakExponent, _ = c.PeakExponent.Float64() // unset: 0, the model's default
+		m.PeakFactorMax, _ = c.PeakFactorMax.Float64() // unset: 0, the model's default
+		m.TargetUtilisation, _ = c.TargetUtilisation.Float64() // unset: 0, the model's default
 		if c.OverloadPenalty != nil {
 			m.OverloadPenalty = c.OverloadPenalty.Duration
 		}
@@ -108,11 +107,6 @@ func Params(p *isov1.ContentionProfile) model.Params {
 		m.RequestBits = nic.RequestBits
 	}
 	return m
-}
-
-func decimal(s string) float64 {
-	v, _ := strconv.ParseFloat(s, 64) // the schema guarantees the format; "" is unset
-	return v
 }
 
 // Resident is the reservation a CrawlerVM holds: the size and node in its status.

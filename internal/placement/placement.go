@@ -109,7 +109,7 @@ func Workload(key string, spec *isov1.CrawlerVMSpec, s sizing.Result) model.Work
 		Key:       key,
 		RPS:       spec.RPS,
 		Tolerance: spec.ErrorBudget.Tolerance.Duration,
-		Objective: sizing.Objective(spec),
+		Objective: spec.ErrorBudget.ObjectivePercent(),
 		VCPUs:     s.VCPUs,
 		Dedicated: s.Dedicated(),
 		HostCPUs:  s.HostCPUs,

@@ -10,7 +10,6 @@ package sizing
 import (
 	"fmt"
 	"math"
-	"strconv"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -39,15 +38,6 @@ type Result struct {
 // Dedicated reports whether the crawler holds exclusive host CPUs.
 func (r Result) Dedicated() bool { return r.HostCPUs > 0 }
 
-// Objective is spec's objective as a number; the schema guarantees the format.
-func Objective(spec *isov1.CrawlerVMSpec) float64 {
-	o, err := strconv.ParseFloat(spec.ErrorBudget.Objective, 64)
-	if err != nil || o <= 0 {
-		return model.DefaultObjective
-	}
-	return o
-}
-
 // Size returns the size of the crawler described by spec on a node class with params p.
 func Size(spec *isov1.CrawlerVMSpec, p model.Params) (Result, error) {
 	if spec.RPS < 1 {
@@ -57,7 +47,7 @@ func Size(spec *isov1.CrawlerVMSpec, p model.Params) (Result, error) {
 	if mem <= 0 {
 		return Result{}, fmt.Errorf("spec.guest.memory must be positive, got %s", spec.Guest.Memory.String())
 	}
-	tol, obj := spec.ErrorBudget.Tolerance.Duration, Objective(spec)
+	tol, obj := spec.ErrorBudget.Tolerance.Duration, spec.ErrorBudget.ObjectivePercent()
 	vcpus := model.Size(spec.RPS, tol, obj, p)
 
 	if spec.CPUPlacement == isov1.CPUPlacementShared {

@@ -168,7 +168,7 @@ func Job(cvm *isov1.CrawlerVM, run Run, target Target, opts Options) *batchv1.Jo
 		"--listen=:" + strconv.Itoa(GatewayPort),
 		"--period=" + Period.String(),
 		"--delay=" + WANDelay.String(),
-		"--objective=" + cvm.Spec.ErrorBudget.Objective,
+		"--objective=" + string(cvm.Spec.ErrorBudget.Objective),
 		"--tolerance=" + cvm.Spec.ErrorBudget.Tolerance.Duration.String(),
 		"--duration=" + duration.String(),
 		"--report=/dev/termination-log",

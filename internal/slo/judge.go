@@ -3,13 +3,13 @@ package slo
 import (
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/format"
@@ -110,10 +110,10 @@ func Outcome(cvm *isov1.CrawlerVM, job *batchv1.Job, termination string, now tim
 //
 // A refuted figure wins over an inconclusive one; Confirmed needs every part measured.
 func Judge(cvm *isov1.CrawlerVM, rep report.Report) (isov1.ProbeVerdict, string, string, *isov1.MeasuredIntervalError, *isov1.MeasuredRoundTrips) {
-	obj := objective(cvm)
+	obj := cvm.Spec.ErrorBudget.ObjectivePercent()
 	need := MinSamples(obj)
 	tol := cvm.Spec.ErrorBudget.Tolerance.Duration
-	pct := cvm.Spec.ErrorBudget.Objective
+	pct := string(cvm.Spec.ErrorBudget.Objective)
 	var refuted, inconclusive, met []string
 	var refutedReason, inconclusiveReason string
 	refute := func(reason, msg string) {
@@ -137,7 +137,7 @@ func Judge(cvm *isov1.CrawlerVM, rep report.Report) (isov1.ProbeVerdict, string,
 	default:
 		at := micros(value(iv.AtObjective))
 		ie = &isov1.MeasuredIntervalError{
-			Intervals: iv.Count, Missing: iv.Missing,
+			Intervals: iv.Count, Missing: ptr.To(iv.Missing),
 			P50: dur(micros(iv.P50)), P99: dur(micros(iv.P99)), P99999: dur(micros(iv.P99999)),
 			AtObjective: dur(at), Max: dur(micros(iv.Max)), OverTolerance: iv.OverTolerance,
 		}
@@ -161,7 +161,7 @@ func Judge(cvm *isov1.CrawlerVM, rep report.Report) (isov1.ProbeVerdict, string,
 		default:
 			misses := r.Lost + r.Late
 			rt = &isov1.MeasuredRoundTrips{
-				Sent: r.Sent, Misses: misses, Lost: r.Lost, Deadline: metav1.Duration{Duration: deadline},
+				Sent: r.Sent, Misses: misses, Lost: ptr.To(r.Lost), Deadline: metav1.Duration{Duration: deadline},
 				P99: dur(micros(r.P99)), AtObjective: dur(micros(value(r.AtObjective))), Max: dur(micros(r.Max)),
 			}
 			allowed := int64(math.Floor(float64(r.Sent)*(100-obj)/100 + 1e-9))
@@ -212,14 +212,6 @@ func MinSamples(objective float64) int64 {
 	return int64(math.Ceil(100/(100-objective) - 1e-9))
 }
 
-func objective(cvm *isov1.CrawlerVM) float64 {
-	v, err := strconv.ParseFloat(cvm.Spec.ErrorBudget.Objective, 64)
-	if err != nil || v <= 0 || v >= 100 {
-		return 99.999 // the schema's default; the schema refuses anything else
-	}
-	return v
-}
-
 // minDuration is the probe duration that would give need samples at the rate seen.
 func minDuration(need, got int64, ran time.Duration) time.Duration {
 	if got <= 0 || ran <= 0 {
@@ -254,4 +246,19 @@ func oneLine(s string) string {
 		s = s[i+1:]
 	}
 	return s
+}
+
+// BudgetRemaining is the share of the error budget that intervals measured with over of
+// them past the tolerance leave at objective (a percentage):
+//
+//	1 - (over / intervals) / (1 - objective/100)
+//
+// 1 when none was over, 0 when the budget is exactly spent, negative when overspent.
+// False when nothing can be said: no intervals, or no budget (objective 100 or more).
+func BudgetRemaining(over, intervals int64, objective float64) (float64, bool) {
+	budget := 1 - objective/100
+	if intervals <= 0 || budget <= 0 {
+		return 0, false
+	}
+	return 1 - float64(over)/float64(intervals)/budget, true
 }

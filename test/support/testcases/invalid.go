@@ -45,6 +45,7 @@ var InvalidCrawlerVMs = map[string]Invalid{
 	"objective below 90":       {Set: map[string]any{"errorBudget.objective": "89.9"}, Field: "spec.errorBudget.objective", Message: "must be a percentage >= 90 and < 100"},
 	"objective 100":            {Set: map[string]any{"errorBudget.objective": "100"}, Field: "spec.errorBudget.objective", Message: "must be a percentage >= 90 and < 100"},
 	"objective not a number":   {Set: map[string]any{"errorBudget.objective": "five nines"}, Field: "spec.errorBudget.objective", Message: "should match"},
+	"objective seven decimals": {Set: map[string]any{"errorBudget.objective": "99.9999999"}, Field: "spec.errorBudget.objective", Message: "at most six decimals"},
 	"image empty":              {Set: map[string]any{"guest.image": ""}, Field: "spec.guest.image", Message: "should be at least 1 chars long"},
 	"memory below 256Mi":       {Set: map[string]any{"guest.memory": "128Mi"}, Field: "spec.guest.memory", Message: "must be at least 256Mi"},
 	"memory missing":           {Set: map[string]any{"guest.memory": nil}, Field: "spec.guest.memory", Message: "Required value"},
