@@ -6,22 +6,23 @@ import (
 	"sync"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+	"github.com/prometheus/client_golang/prometheus"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
@@ -45,7 +46,14 @@ type CrawlerVMReconciler struct {
 	MaxConcurrentReconciles int
 	// Probes are the probe Jobs' image and timing.
 	Probes slo.Options
+	// Clock tells the time of probe schedules and results and of the metrics.
+	Clock clock.PassiveClock
+	// Registry is where SetupWithManager registers the reconciler's metrics: the
+	// manager's metrics endpoint (controller-runtime's registry) unless set otherwise,
+	// as when a test runs several replicas in one process.
+	Registry prometheus.Registerer
 
+	metrics *metrics
 	// decide serialises placement decisions: each one reads every reservation made
 	// before it (through APIReader) and persists its own before the next one starts.
 	decide sync.Mutex
@@ -57,9 +65,11 @@ func NewCrawlerVMReconciler(mgr ctrl.Manager, concurrency int) *CrawlerVMReconci
 	return &CrawlerVMReconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
-		Recorder:                mgr.GetEventRecorderFor("isochron"),
+		Recorder:                mgr.GetEventRecorderFor(isov1.ManagedBy),
 		MaxConcurrentReconciles: concurrency,
 		Probes:                  slo.DefaultOptions(slo.DefaultImage),
+		Clock:                   clock.RealClock{},
+		Registry:                ctrlmetrics.Registry,
 	}
 }
 
@@ -80,7 +90,7 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	cvm := &isov1.CrawlerVM{}
 	if err := r.Get(ctx, req.NamespacedName, cvm); err != nil {
 		if apierrors.IsNotFound(err) {
-			forget(req.Namespace, req.Name)
+			r.metrics.forget(req.Namespace, req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -95,7 +105,7 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 			}
 			return
 		}
-		observe(cvm)
+		r.metrics.observe(cvm)
 	}()
 	if done, err := r.place(ctx, cvm, st); err != nil || done {
 		return ctrl.Result{}, err
@@ -127,114 +137,157 @@ func (w *statusWriter) persist(ctx context.Context, cvm *isov1.CrawlerVM) error 
 	return nil
 }
 
-// SetupWithManager registers the reconciler and what it watches.
+// SetupWithManager registers the reconciler, its metrics and what it watches: a
+// crawler reconciles when its spec changes (generation), when an object it owns (its
+// VMI, probe Jobs, probe Service) changes, and on the triggers below.
 func (r *CrawlerVMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &isov1.CrawlerVM{}, indexRTNetwork, rtNetworkIndex); err != nil {
 		return err
 	}
-	if err := registerNodeCollector(r, mgr.Elected()); err != nil {
-		return err
+	r.metrics = newMetrics(r.Clock.Now())
+	if err := r.metrics.register(r.Registry, &nodeCollector{r: r, leader: mgr.Elected()}); err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&isov1.CrawlerVM{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&kubevirtv1.VirtualMachineInstance{}).
 		Owns(&batchv1.Job{}).
-		Owns(&corev1.Service{}).
-		// Capacity freed by a deleted crawler or a changed node may let a waiting one fit.
-		Watches(&isov1.CrawlerVM{}, handler.EnqueueRequestsFromMapFunc(r.unplaced),
-			builder.WithPredicates(predicate.Funcs{
-				CreateFunc: func(event.CreateEvent) bool { return false },
-				UpdateFunc: func(event.UpdateEvent) bool { return false },
-			})).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.unplaced),
-			builder.WithPredicates(nodeCapacityChanged)).
-		// A Guaranteed pod leaving frees the exclusive CPUs it held.
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.unplaced),
-			builder.WithPredicates(predicate.Funcs{
-				CreateFunc:  func(event.CreateEvent) bool { return false },
-				UpdateFunc:  func(event.UpdateEvent) bool { return false },
-				GenericFunc: func(event.GenericEvent) bool { return false },
-			})).
-		// A crawler arriving on or leaving a node changes its neighbours' predictions.
-		Watches(&isov1.CrawlerVM{}, handler.Funcs{UpdateFunc: r.neighboursOnMove}).
-		// A changed profile changes every prediction on the nodes it selects.
-		Watches(&isov1.ContentionProfile{}, handler.EnqueueRequestsFromMapFunc(r.all)).
-		Watches(&nadv1.NetworkAttachmentDefinition{}, handler.EnqueueRequestsFromMapFunc(r.usingNetwork)).
-		WithOptions(controller.Options{
-			// Decisions are serialised by r.decide; leader election keeps one replica.
-			MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles),
-		}).
+		Owns(&corev1.Service{})
+	for _, t := range r.triggers() {
+		var opts []builder.WatchesOption
+		if t.on != nil {
+			opts = append(opts, builder.WithPredicates(t.on))
+		}
+		b = b.Watches(t.object, enqueueCrawlers{r: r, wakes: t.wakes}, opts...)
+	}
+	return b.WithOptions(controller.Options{
+		// Decisions are serialised by r.decide; leader election keeps one replica.
+		MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles),
+	}).
 		Named("crawlervm").
 		Complete(r)
 }
 
-// unplaced lists the crawlers waiting for a node.
-func (r *CrawlerVMReconciler) unplaced(ctx context.Context, _ client.Object) []ctrl.Request {
-	list := &isov1.CrawlerVMList{}
-	if err := r.List(ctx, list); err != nil {
-		log.FromContext(ctx).Error(err, "Listing CrawlerVMs to retry placement")
-		return nil
-	}
-	var reqs []ctrl.Request
-	for i := range list.Items {
-		if list.Items[i].Status.Placement == nil {
-			reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-		}
-	}
-	return reqs
+// trigger is a change elsewhere in the cluster that makes crawlers reconcile again, and
+// which crawlers it wakes.
+type trigger struct {
+	// object is the kind of object watched.
+	object client.Object
+	// on selects the events that trigger; nil for all of them.
+	on predicate.Predicate
+	// wakes selects the crawlers to reconcile for an event on obj; old is obj before
+	// an update, nil for other events.
+	wakes func(old, obj client.Object) crawlers
 }
 
-// all lists every crawler.
-func (r *CrawlerVMReconciler) all(ctx context.Context, _ client.Object) []ctrl.Request {
-	list := &isov1.CrawlerVMList{}
-	if err := r.List(ctx, list); err != nil {
-		log.FromContext(ctx).Error(err, "Listing CrawlerVMs")
-		return nil
-	}
-	reqs := make([]ctrl.Request, 0, len(list.Items))
-	for i := range list.Items {
-		reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-	}
-	return reqs
+// crawlers selects CrawlerVMs: those the cache lists with opts, and of them those keep
+// accepts (all when keep is nil).
+type crawlers struct {
+	opts []client.ListOption
+	keep func(*isov1.CrawlerVM) bool
 }
 
-// neighboursOnMove enqueues the crawlers on the nodes a crawler arrived on or left.
-func (r *CrawlerVMReconciler) neighboursOnMove(ctx context.Context, e event.TypedUpdateEvent[client.Object], q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
-	nodeOf := func(o client.Object) string {
-		if c, ok := o.(*isov1.CrawlerVM); ok && c.Status.Placement != nil {
-			return c.Status.Placement.Node
-		}
-		return ""
-	}
-	before, after := nodeOf(e.ObjectOld), nodeOf(e.ObjectNew)
-	if before == after {
-		return
-	}
-	list := &isov1.CrawlerVMList{}
-	if err := r.List(ctx, list); err != nil {
-		log.FromContext(ctx).Error(err, "Listing CrawlerVMs to refresh predictions")
-		return
-	}
-	for i := range list.Items {
-		if n := nodeOf(&list.Items[i]); n != "" && (n == before || n == after) && list.Items[i].UID != e.ObjectNew.GetUID() {
-			q.Add(ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-		}
+// triggers is every change outside a crawler's own objects that it reconciles on.
+func (r *CrawlerVMReconciler) triggers() []trigger {
+	return []trigger{
+		// Capacity freed by a deleted crawler may let a waiting one fit.
+		{object: &isov1.CrawlerVM{}, on: deleted, wakes: unplaced},
+		// A crawler arriving on or leaving a node changes its neighbours' predictions.
+		{object: &isov1.CrawlerVM{}, on: movedNode, wakes: neighboursOfMove},
+		// A node added, removed, or whose capacity, labels, taints or cordon changed may
+		// fit a waiting crawler; heartbeats, most Node updates, are ignored.
+		{object: &corev1.Node{}, on: nodeCapacityChanged, wakes: unplaced},
+		// A pod leaving frees the CPUs it held (a Guaranteed pod's exclusive ones).
+		{object: &corev1.Pod{}, on: deleted, wakes: unplaced},
+		// A changed profile changes every prediction on the nodes it selects.
+		{object: &isov1.ContentionProfile{}, wakes: all},
+		// A crawler's RT network appearing or changing (bridge or SR-IOV binding).
+		{object: &nadv1.NetworkAttachmentDefinition{}, wakes: usingNetwork},
 	}
 }
 
-// usingNetwork lists the crawlers whose RT-NIC uses a NetworkAttachmentDefinition.
-func (r *CrawlerVMReconciler) usingNetwork(ctx context.Context, nad client.Object) []ctrl.Request {
-	list := &isov1.CrawlerVMList{}
+// unplaced are the crawlers waiting for a node.
+func unplaced(_, _ client.Object) crawlers {
+	return crawlers{keep: func(c *isov1.CrawlerVM) bool { return c.Status.Placement == nil }}
+}
+
+// all is every crawler.
+func all(_, _ client.Object) crawlers { return crawlers{} }
+
+// neighboursOfMove are the crawlers, other than the one that moved, on the nodes it left
+// and arrived on.
+func neighboursOfMove(old, obj client.Object) crawlers {
+	before, after := placedOn(old), placedOn(obj)
+	return crawlers{keep: func(c *isov1.CrawlerVM) bool {
+		n := placedOn(c)
+		return n != "" && (n == before || n == after) && c.UID != obj.GetUID()
+	}}
+}
+
+// usingNetwork are the crawlers whose RT-NIC uses the NetworkAttachmentDefinition nad.
+func usingNetwork(_, nad client.Object) crawlers {
 	key := nad.GetNamespace() + "/" + nad.GetName()
-	if err := r.List(ctx, list, client.MatchingFields{indexRTNetwork: key}); err != nil {
-		log.FromContext(ctx).Error(err, "Listing CrawlerVMs that use a network", "network", key)
-		return nil
+	return crawlers{opts: []client.ListOption{client.MatchingFields{indexRTNetwork: key}}}
+}
+
+// placedOn is the node a CrawlerVM is placed on, "" for none (or another kind of object).
+func placedOn(o client.Object) string {
+	if c, ok := o.(*isov1.CrawlerVM); ok && c.Status.Placement != nil {
+		return c.Status.Placement.Node
 	}
-	reqs := make([]ctrl.Request, 0, len(list.Items))
+	return ""
+}
+
+// deleted selects delete events.
+var deleted = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	UpdateFunc:  func(event.UpdateEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// movedNode selects updates of a CrawlerVM that changed the node it is placed on.
+var movedNode = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	UpdateFunc:  func(e event.UpdateEvent) bool { return placedOn(e.ObjectOld) != placedOn(e.ObjectNew) },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// enqueueCrawlers is the handler of every trigger: it queues the crawlers the trigger
+// wakes, as the cache lists them.
+type enqueueCrawlers struct {
+	r     *CrawlerVMReconciler
+	wakes func(old, obj client.Object) crawlers
+}
+
+func (h enqueueCrawlers) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+	h.enqueue(ctx, nil, e.Object, q)
+}
+
+func (h enqueueCrawlers) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+	h.enqueue(ctx, e.ObjectOld, e.ObjectNew, q)
+}
+
+func (h enqueueCrawlers) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+	h.enqueue(ctx, nil, e.Object, q)
+}
+
+func (h enqueueCrawlers) Generic(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+	h.enqueue(ctx, nil, e.Object, q)
+}
+
+func (h enqueueCrawlers) enqueue(ctx context.Context, old, obj client.Object, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+	sel := h.wakes(old, obj)
+	list := &isov1.CrawlerVMList{}
+	if err := h.r.List(ctx, list, sel.opts...); err != nil {
+		log.FromContext(ctx).Error(err, "Listing CrawlerVMs to reconcile", "trigger", klog.KObj(obj))
+		return
+	}
 	for i := range list.Items {
-		reqs = append(reqs, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
+		if c := &list.Items[i]; sel.keep == nil || sel.keep(c) {
+			q.Add(ctrl.Request{NamespacedName: client.ObjectKeyFromObject(c)})
+		}
 	}
-	return reqs
 }
 
 const indexRTNetwork = "spec.rtNIC.networkKey"

@@ -52,7 +52,7 @@ func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, s
 			return false, nil
 		}
 	}
-	began := time.Now()
+	began := r.Clock.Now()
 	inv, err := r.gather(ctx, r.APIReader)
 	if err != nil {
 		return true, err
@@ -60,12 +60,12 @@ func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, s
 	held := cvm.Status.Placement
 	placedNow := apimeta.IsStatusConditionTrue(cvm.Status.Conditions, isov1.ConditionPlaced)
 	d := placement.NewPlanner(inv.nodes, inv.residents).Place(inventory.Request(cvm))
-	placementDuration.Observe(time.Since(began).Seconds())
+	r.metrics.placementDuration.Observe(r.Clock.Since(began).Seconds())
 	result := "placed"
 	if !d.Placed() {
 		result = "unschedulable"
 	}
-	placementDecisions.WithLabelValues(result).Inc()
+	r.metrics.placementDecisions.WithLabelValues(result).Inc()
 	cvm.Status.ObservedGeneration = cvm.Generation
 	want := d.Sizing
 	if !d.Placed() {
@@ -170,7 +170,7 @@ func (r *CrawlerVMReconciler) runVMI(ctx context.Context, cvm *isov1.CrawlerVM) 
 	case err != nil:
 		return nil, fmt.Errorf("reading VMI %s: %w", desired.Name, err)
 	}
-	if !ownedBy(current, cvm) {
+	if !metav1.IsControlledBy(current, cvm) {
 		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonInvalid,
 			fmt.Sprintf("a VMI named %s exists and is not owned by this CrawlerVM; delete or rename it", current.Name))
 		return nil, nil
@@ -210,13 +210,4 @@ func (r *CrawlerVMReconciler) rtBinding(ctx context.Context, cvm *isov1.CrawlerV
 		return "", err
 	}
 	return render.BindingOf(nad), nil
-}
-
-func ownedBy(o client.Object, cvm *isov1.CrawlerVM) bool {
-	for _, ref := range o.GetOwnerReferences() {
-		if ref.UID == cvm.UID {
-			return true
-		}
-	}
-	return false
 }

@@ -35,13 +35,13 @@ func (r *CrawlerVMReconciler) runProbes(ctx context.Context, cvm *isov1.CrawlerV
 	if err := r.List(ctx, jobs, client.InNamespace(cvm.Namespace), client.MatchingLabels(slo.Selector(cvm))); err != nil {
 		return 0, fmt.Errorf("listing probe Jobs: %w", err)
 	}
-	active, unrecorded := slo.Sort(jobs.Items, cvm.UID, cvm.Status.LastProbe)
+	active, unrecorded := slo.Sort(jobs.Items, cvm, cvm.Status.LastProbe)
 	if unrecorded != nil {
 		if err := r.record(ctx, cvm, unrecorded); err != nil {
 			return 0, err
 		}
 	}
-	st := slo.State{Now: time.Now(), Last: cvm.Status.LastProbe}
+	st := slo.State{Now: r.Clock.Now(), Last: cvm.Status.LastProbe}
 	if running != nil {
 		st.VMIUID = string(running.UID)
 	}
@@ -68,7 +68,7 @@ func (r *CrawlerVMReconciler) runProbes(ctx context.Context, cvm *isov1.CrawlerV
 			return 0, fmt.Errorf("cancelling probe Job %s: %w", a.Name, err)
 		}
 		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.EventReasonProbeCancelled, "Cancelled probe Job %s: it measured spec generation %d of VMI %s, which no longer runs", a.Name, st.Active.Run.Generation, st.Active.Run.VMIUID)
-		probeRuns.WithLabelValues("Cancelled").Inc()
+		r.metrics.probeRuns.WithLabelValues(probeResultCancelled).Inc()
 		st.Active.Deleting = true
 	case d.Start != nil:
 		name, err := r.startProbe(ctx, cvm, *d.Start, running)
@@ -92,9 +92,9 @@ func (r *CrawlerVMReconciler) record(ctx context.Context, cvm *isov1.CrawlerVM, 
 	if err := r.APIReader.List(ctx, pods, client.InNamespace(cvm.Namespace), client.MatchingLabels{batchv1.JobNameLabel: newest.Name}); err != nil {
 		return fmt.Errorf("reading the pod of probe Job %s: %w", newest.Name, err)
 	}
-	res := slo.Outcome(cvm, newest, slo.TerminationMessage(pods.Items), time.Now())
+	res := slo.Outcome(cvm, newest, slo.TerminationMessage(pods.Items), r.Clock.Now())
 	cvm.Status.LastProbe = &res
-	probeRuns.WithLabelValues(string(res.Verdict)).Inc()
+	r.metrics.probeRuns.WithLabelValues(string(res.Verdict)).Inc()
 	kind := corev1.EventTypeWarning
 	if res.Verdict == isov1.VerdictConfirmed {
 		kind = corev1.EventTypeNormal
@@ -111,7 +111,7 @@ func (r *CrawlerVMReconciler) startProbe(ctx context.Context, cvm *isov1.Crawler
 	if err := r.APIReader.List(ctx, existing, client.InNamespace(cvm.Namespace), client.MatchingLabels(slo.Selector(cvm))); err != nil {
 		return "", fmt.Errorf("listing probe Jobs: %w", err)
 	}
-	if active, _ := slo.Sort(existing.Items, cvm.UID, nil); len(active) > 0 {
+	if active, _ := slo.Sort(existing.Items, cvm, nil); len(active) > 0 {
 		return "", nil
 	}
 	target, err := r.probeTarget(ctx, cvm, vmi)
@@ -160,7 +160,7 @@ func (r *CrawlerVMReconciler) ensureProbeService(ctx context.Context, cvm *isov1
 	err := r.Get(ctx, client.ObjectKeyFromObject(want), have)
 	switch {
 	case err == nil:
-		if !ownedBy(have, cvm) {
+		if !metav1.IsControlledBy(have, cvm) {
 			return nil // not ours: the condition below would not help; startProbe still works
 		}
 		if equality.Semantic.DeepEqual(have.Spec.Selector, want.Spec.Selector) && portsMatch(have.Spec.Ports, want.Spec.Ports) {

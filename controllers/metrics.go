@@ -2,132 +2,188 @@ package controllers
 
 import (
 	"context"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/placement"
+	"isochron.io/isochron/internal/slo"
 )
 
-// Metrics on the manager's endpoint (controller-runtime's registry). Per-crawler gauges
-// are set from status on every reconcile, so a new leader reports them as soon as it has
-// reconciled each crawler, and they are deleted with the crawler.
-var (
-	probeRuns = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "isochron_probe_runs_total",
-		Help: "Probe runs that finished, by result: Confirmed, Refuted, Inconclusive, Failed, TimedOut, or Cancelled (outdated spec or VMI).",
-	}, []string{"result"})
-	predictedError = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "isochron_crawler_predicted_interval_error_seconds",
-		Help: "Interval error the contention model predicts for the crawler at its objective percentile on its node.",
-	}, []string{"namespace", "name"})
-	measuredError = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "isochron_crawler_measured_interval_error_seconds",
-		Help: "Interval error the last probe measured, by quantile (0.5, 0.99, 0.99999, and \"objective\" for the crawler's objective percentile).",
-	}, []string{"namespace", "name", "quantile"})
-	toleranceSeconds = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "isochron_crawler_interval_error_tolerance_seconds",
-		Help: "The crawler's spec.errorBudget.tolerance.",
-	}, []string{"namespace", "name"})
-	rtnicMisses = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "isochron_crawler_rtnic_deadline_misses",
-		Help: "RT-NIC round trips that missed the deadline or were lost in the last probe.",
-	}, []string{"namespace", "name"})
-	objectiveRatio = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "isochron_crawler_objective_ratio",
-		Help: "The crawler's spec.errorBudget.objective as a ratio (0.99999 for 99.999%); 1 minus it is the error budget.",
-	}, []string{"namespace", "name"})
-	budgetRemaining = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "isochron_crawler_error_budget_remaining_ratio",
-		Help: "Share of the error budget the last probe of the current spec left: 1 - (intervals over tolerance / intervals) / (1 - objective). Negative when overspent.",
-	}, []string{"namespace", "name"})
-	probeIntervals = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "isochron_crawler_probe_intervals_total",
-		Help: "Intervals the crawler's probes measured, counted when each probe finishes.",
-	}, []string{"namespace", "name"})
-	probeIntervalsOver = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "isochron_crawler_probe_intervals_over_tolerance_total",
-		Help: "Intervals whose error exceeded the crawler's tolerance (missing requests included), counted when each probe finishes.",
-	}, []string{"namespace", "name"})
-	placed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "isochron_crawler_placed",
-		Help: "The Placed condition: 1 when a node holds the crawler, 0 when none can (see the condition's message).",
-	}, []string{"namespace", "name"})
-	ready = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "isochron_crawler_ready",
-		Help: "The Ready condition: 1 when the crawler's VMI runs on its node.",
-	}, []string{"namespace", "name"})
-	placementDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "isochron_placement_decisions_total",
-		Help: "Placement decisions, by result: placed or unschedulable.",
-	}, []string{"result"})
-	placementDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "isochron_placement_duration_seconds",
-		Help:    "Time one placement decision took: reading the cluster from the API server and running the model on the candidates.",
-		Buckets: prometheus.ExponentialBuckets(0.001, 2, 15), // 1 ms .. 16 s
-	})
-	sloConfirmed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "isochron_crawler_slo_confirmed",
-		Help: "The SLOConfirmed condition: 1 when the last probe of the current spec confirmed the crawler's SLO, 0 when it did not (refuted, inconclusive, failed); absent while unknown.",
-	}, []string{"namespace", "name"})
-)
+// Results of isochron_probe_runs_total besides the verdicts.
+const probeResultCancelled = "Cancelled"
 
-func init() {
-	ctrlmetrics.Registry.MustRegister(probeRuns, predictedError, measuredError, toleranceSeconds, rtnicMisses, sloConfirmed,
-		objectiveRatio, budgetRemaining, probeIntervals, probeIntervalsOver, placed, ready, placementDecisions, placementDuration)
-	placementDecisions.WithLabelValues("placed")
-	placementDecisions.WithLabelValues("unschedulable")
-	for _, v := range []isov1.ProbeVerdict{isov1.VerdictConfirmed, isov1.VerdictRefuted, isov1.VerdictInconclusive, isov1.VerdictFailed, isov1.VerdictTimedOut, "Cancelled"} {
-		probeRuns.WithLabelValues(string(v)) // every result from 0, so rates work from the start
+// metrics are the reconciler's Prometheus metrics. Per-crawler gauges are set from
+// status on every reconcile, so a new leader reports them as soon as it has reconciled
+// each crawler, and they are deleted with the crawler. The reconciler owns them and
+// registers them on its registry (SetupWithManager).
+type metrics struct {
+	probeRuns          *prometheus.CounterVec
+	predictedError     *prometheus.GaugeVec
+	measuredError      *prometheus.GaugeVec
+	toleranceSeconds   *prometheus.GaugeVec
+	rtnicMisses        *prometheus.GaugeVec
+	objectiveRatio     *prometheus.GaugeVec
+	budgetRemaining    *prometheus.GaugeVec
+	probeIntervals     *prometheus.CounterVec
+	probeIntervalsOver *prometheus.CounterVec
+	placed             *prometheus.GaugeVec
+	ready              *prometheus.GaugeVec
+	sloConfirmed       *prometheus.GaugeVec
+	placementDecisions *prometheus.CounterVec
+	placementDuration  prometheus.Histogram
+
+	// start is when this process began reporting: probe results that finished before it
+	// are not added to the counters (a previous leader did).
+	start time.Time
+	// counted remembers, per crawler (namespace/name), the probe Job whose intervals
+	// were last added to the counters, so a result is counted once.
+	mu      sync.Mutex
+	counted map[string]string
+}
+
+// crawlerLabels are the labels of the per-crawler series, then extra.
+func crawlerLabels(extra ...string) []string { return append([]string{"namespace", "name"}, extra...) }
+
+func newMetrics(start time.Time) *metrics {
+	m := &metrics{
+		probeRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "isochron_probe_runs_total",
+			Help: "Probe runs that finished, by result: Confirmed, Refuted, Inconclusive, Failed, TimedOut, or Cancelled (outdated spec or VMI).",
+		}, []string{"result"}),
+		predictedError: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "isochron_crawler_predicted_interval_error_seconds",
+			Help: "Interval error the contention model predicts for the crawler at its objective percentile on its node.",
+		}, crawlerLabels()),
+		measuredError: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "isochron_crawler_measured_interval_error_seconds",
+			Help: "Interval error the last probe measured, by quantile (0.5, 0.99, 0.99999, and \"objective\" for the crawler's objective percentile).",
+		}, crawlerLabels("quantile")),
+		toleranceSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "isochron_crawler_interval_error_tolerance_seconds",
+			Help: "The crawler's spec.errorBudget.tolerance.",
+		}, crawlerLabels()),
+		rtnicMisses: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "isochron_crawler_rtnic_deadline_misses",
+			Help: "RT-NIC round trips that missed the deadline or were lost in the last probe.",
+		}, crawlerLabels()),
+		objectiveRatio: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "isochron_crawler_objective_ratio",
+			Help: "The crawler's spec.errorBudget.objective as a ratio (0.99999 for 99.999%); 1 minus it is the error budget.",
+		}, crawlerLabels()),
+		budgetRemaining: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "isochron_crawler_error_budget_remaining_ratio",
+			Help: "Share of the error budget the last probe of the current spec left: 1 - (intervals over tolerance / intervals) / (1 - objective). Negative when overspent.",
+		}, crawlerLabels()),
+		probeIntervals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "isochron_crawler_probe_intervals_total",
+			Help: "Intervals the crawler's probes measured, counted when each probe finishes.",
+		}, crawlerLabels()),
+		probeIntervalsOver: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "isochron_crawler_probe_intervals_over_tolerance_total",
+			Help: "Intervals whose error exceeded the crawler's tolerance (missing requests included), counted when each probe finishes.",
+		}, crawlerLabels()),
+		placed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "isochron_crawler_placed",
+			Help: "The Placed condition: 1 when a node holds the crawler, 0 when none can (see the condition's message).",
+		}, crawlerLabels()),
+		ready: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "isochron_crawler_ready",
+			Help: "The Ready condition: 1 when the crawler's VMI runs on its node.",
+		}, crawlerLabels()),
+		sloConfirmed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "isochron_crawler_slo_confirmed",
+			Help: "The SLOConfirmed condition: 1 when the last probe of the current spec confirmed the crawler's SLO, 0 when it did not (refuted, inconclusive, failed); absent while unknown.",
+		}, crawlerLabels()),
+		placementDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "isochron_placement_decisions_total",
+			Help: "Placement decisions, by result: placed or unschedulable.",
+		}, []string{"result"}),
+		placementDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "isochron_placement_duration_seconds",
+			Help:    "Time one placement decision took: reading the cluster from the API server and running the model on the candidates.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15), // 1 ms .. 16 s
+		}),
+		start:   start,
+		counted: map[string]string{},
 	}
+	// Every result from 0, so that rates work from the start.
+	m.placementDecisions.WithLabelValues("placed")
+	m.placementDecisions.WithLabelValues("unschedulable")
+	for _, v := range []isov1.ProbeVerdict{isov1.VerdictConfirmed, isov1.VerdictRefuted, isov1.VerdictInconclusive, isov1.VerdictFailed, isov1.VerdictTimedOut} {
+		m.probeRuns.WithLabelValues(string(v))
+	}
+	m.probeRuns.WithLabelValues(probeResultCancelled)
+	return m
+}
+
+// crawlerGauges are the gauges with a series per crawler.
+func (m *metrics) crawlerGauges() []*prometheus.GaugeVec {
+	return []*prometheus.GaugeVec{m.predictedError, m.measuredError, m.toleranceSeconds, m.rtnicMisses, m.sloConfirmed,
+		m.objectiveRatio, m.budgetRemaining, m.placed, m.ready}
+}
+
+// register adds the metrics, and the node collector, to reg.
+func (m *metrics) register(reg prometheus.Registerer, nodes prometheus.Collector) error {
+	cs := []prometheus.Collector{m.probeRuns, m.probeIntervals, m.probeIntervalsOver, m.placementDecisions, m.placementDuration, nodes}
+	for _, g := range m.crawlerGauges() {
+		cs = append(cs, g)
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // observe sets the crawler's gauges from its status, as persisted.
-func observe(cvm *isov1.CrawlerVM) {
+func (m *metrics) observe(cvm *isov1.CrawlerVM) {
 	ns, name := cvm.Namespace, cvm.Name
-	toleranceSeconds.WithLabelValues(ns, name).Set(cvm.Spec.ErrorBudget.Tolerance.Seconds())
-	obj, _ := strconv.ParseFloat(cvm.Spec.ErrorBudget.Objective, 64)
-	objectiveRatio.WithLabelValues(ns, name).Set(obj / 100)
-	conditionGauge(placed, cvm, isov1.ConditionPlaced)
-	conditionGauge(ready, cvm, isov1.ConditionReady)
+	m.toleranceSeconds.WithLabelValues(ns, name).Set(cvm.Spec.ErrorBudget.Tolerance.Seconds())
+	obj := cvm.Spec.ErrorBudget.ObjectivePercent()
+	m.objectiveRatio.WithLabelValues(ns, name).Set(obj / 100)
+	conditionGauge(m.placed, cvm, isov1.ConditionPlaced)
+	conditionGauge(m.ready, cvm, isov1.ConditionReady)
 	// The counters exist from 0 before the first probe adds to them, so that
 	// increase() over a window sees that first probe too.
-	probeIntervals.WithLabelValues(ns, name)
-	probeIntervalsOver.WithLabelValues(ns, name)
-	countProbe(cvm)
+	m.probeIntervals.WithLabelValues(ns, name)
+	m.probeIntervalsOver.WithLabelValues(ns, name)
+	m.countProbe(cvm)
 	if p := cvm.Status.Placement; p != nil && p.PredictedError != nil {
-		predictedError.WithLabelValues(ns, name).Set(p.PredictedError.Seconds())
+		m.predictedError.WithLabelValues(ns, name).Set(p.PredictedError.Seconds())
 	} else {
-		predictedError.DeleteLabelValues(ns, name)
+		m.predictedError.DeleteLabelValues(ns, name)
 	}
 	last := cvm.Status.LastProbe
-	if last != nil && last.IntervalError != nil && last.IntervalError.OverTolerance != nil && last.ObservedGeneration == cvm.Generation && obj < 100 {
-		ie := last.IntervalError
-		budgetRemaining.WithLabelValues(ns, name).Set(1 - float64(*ie.OverTolerance)/float64(ie.Intervals)/(1-obj/100))
+	remaining, known := 0.0, false
+	if last != nil && last.IntervalError != nil && last.IntervalError.OverTolerance != nil && last.ObservedGeneration == cvm.Generation {
+		remaining, known = slo.BudgetRemaining(*last.IntervalError.OverTolerance, last.IntervalError.Intervals, obj)
+	}
+	if known {
+		m.budgetRemaining.WithLabelValues(ns, name).Set(remaining)
 	} else {
-		budgetRemaining.DeleteLabelValues(ns, name)
+		m.budgetRemaining.DeleteLabelValues(ns, name)
 	}
 	if last != nil && last.IntervalError != nil {
 		ie := last.IntervalError
-		measuredError.WithLabelValues(ns, name, "0.5").Set(ie.P50.Seconds())
-		measuredError.WithLabelValues(ns, name, "0.99").Set(ie.P99.Seconds())
-		measuredError.WithLabelValues(ns, name, "0.99999").Set(ie.P99999.Seconds())
-		measuredError.WithLabelValues(ns, name, "objective").Set(ie.AtObjective.Seconds())
+		m.measuredError.WithLabelValues(ns, name, "0.5").Set(ie.P50.Seconds())
+		m.measuredError.WithLabelValues(ns, name, "0.99").Set(ie.P99.Seconds())
+		m.measuredError.WithLabelValues(ns, name, "0.99999").Set(ie.P99999.Seconds())
+		m.measuredError.WithLabelValues(ns, name, "objective").Set(ie.AtObjective.Seconds())
 	} else {
-		measuredError.DeletePartialMatch(prometheus.Labels{"namespace": ns, "name": name})
+		m.measuredError.DeletePartialMatch(prometheus.Labels{"namespace": ns, "name": name})
 	}
 	if last != nil && last.RTNIC != nil {
-		rtnicMisses.WithLabelValues(ns, name).Set(float64(last.RTNIC.Misses))
+		m.rtnicMisses.WithLabelValues(ns, name).Set(float64(last.RTNIC.Misses))
 	} else {
-		rtnicMisses.DeleteLabelValues(ns, name)
+		m.rtnicMisses.DeleteLabelValues(ns, name)
 	}
-	conditionGauge(sloConfirmed, cvm, isov1.ConditionSLOConfirmed)
+	conditionGauge(m.sloConfirmed, cvm, isov1.ConditionSLOConfirmed)
 }
 
 // conditionGauge sets g to 1 or 0 from a True or False condition; Unknown or absent
@@ -143,48 +199,40 @@ func conditionGauge(g *prometheus.GaugeVec, cvm *isov1.CrawlerVM, typ string) {
 	}
 }
 
-// counted remembers, per crawler, the probe Job whose intervals were last added to the
-// counters, so a result is counted once. Results that finished before this process
-// started are not counted (a previous leader did).
-var counted = struct {
-	sync.Mutex
-	job map[string]string
-}{job: map[string]string{}}
-
-var processStart = time.Now()
-
-func countProbe(cvm *isov1.CrawlerVM) {
+// countProbe adds the last probe's intervals to the counters, once per probe Job, and
+// only for results that finished while this process reported.
+func (m *metrics) countProbe(cvm *isov1.CrawlerVM) {
 	last := cvm.Status.LastProbe
 	if last == nil || last.IntervalError == nil || last.CompletionTime == nil {
 		return
 	}
 	key := cvm.Namespace + "/" + cvm.Name
-	counted.Lock()
-	defer counted.Unlock()
-	if counted.job[key] == last.Job {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.counted[key] == last.Job {
 		return
 	}
-	counted.job[key] = last.Job
-	if last.CompletionTime.Time.Before(processStart.Truncate(time.Second)) {
+	m.counted[key] = last.Job
+	if last.CompletionTime.Time.Before(m.start.Truncate(time.Second)) {
 		return
 	}
-	probeIntervals.WithLabelValues(cvm.Namespace, cvm.Name).Add(float64(last.IntervalError.Intervals))
+	m.probeIntervals.WithLabelValues(cvm.Namespace, cvm.Name).Add(float64(last.IntervalError.Intervals))
 	if over := last.IntervalError.OverTolerance; over != nil {
-		probeIntervalsOver.WithLabelValues(cvm.Namespace, cvm.Name).Add(float64(*over))
+		m.probeIntervalsOver.WithLabelValues(cvm.Namespace, cvm.Name).Add(float64(*over))
 	}
 }
 
 // forget deletes a deleted crawler's series.
-func forget(namespace, name string) {
+func (m *metrics) forget(namespace, name string) {
 	l := prometheus.Labels{"namespace": namespace, "name": name}
-	for _, g := range []*prometheus.GaugeVec{predictedError, measuredError, toleranceSeconds, rtnicMisses, sloConfirmed, objectiveRatio, budgetRemaining, placed, ready} {
+	for _, g := range m.crawlerGauges() {
 		g.DeletePartialMatch(l)
 	}
-	probeIntervals.DeletePartialMatch(l)
-	probeIntervalsOver.DeletePartialMatch(l)
-	counted.Lock()
-	delete(counted.job, namespace+"/"+name)
-	counted.Unlock()
+	m.probeIntervals.DeletePartialMatch(l)
+	m.probeIntervalsOver.DeletePartialMatch(l)
+	m.mu.Lock()
+	delete(m.counted, namespace+"/"+name)
+	m.mu.Unlock()
 }
 
 // nodeCollector reports, at each scrape, every node's exclusive CPUs used and free and
@@ -232,14 +280,4 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(nodeCrawlersDesc, prometheus.GaugeValue, float64(len(s.Crawlers)), s.Node)
 		ch <- prometheus.MustNewConstMetric(nodeWorstDesc, prometheus.GaugeValue, s.WorstPredicted.Seconds(), s.Node)
 	}
-}
-
-// registerNodeCollector adds the node collector to the manager's registry once per
-// process (a second manager in the same process, as in tests, shares the first's).
-func registerNodeCollector(r *CrawlerVMReconciler, leader <-chan struct{}) error {
-	err := ctrlmetrics.Registry.Register(&nodeCollector{r: r, leader: leader})
-	if _, dup := err.(prometheus.AlreadyRegisteredError); dup {
-		return nil
-	}
-	return err
 }

@@ -2,18 +2,18 @@ package slo
 
 import (
 	batchv1 "k8s.io/api/batch/v1"
-	"k8s.io/apimachinery/pkg/types"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 )
 
-// Sort splits a crawler's probe Jobs, keeping only those owned by the crawler (owner):
+// Sort splits a crawler's probe Jobs, keeping only those the crawler (owner) controls:
 // the ones that have not finished, oldest first, and the newest finished one that last
 // (status.lastProbe) does not record yet, or nil.
-func Sort(jobs []batchv1.Job, owner types.UID, last *isov1.ProbeResult) (active []*batchv1.Job, unrecorded *batchv1.Job) {
+func Sort(jobs []batchv1.Job, owner metav1.Object, last *isov1.ProbeResult) (active []*batchv1.Job, unrecorded *batchv1.Job) {
 	for i := range jobs {
 		j := &jobs[i]
-		if !ownedBy(j, owner) {
+		if !metav1.IsControlledBy(j, owner) {
 			continue
 		}
 		if done, _, _, _ := Finished(j); !done {
@@ -33,13 +33,4 @@ func Sort(jobs []batchv1.Job, owner types.UID, last *isov1.ProbeResult) (active 
 		}
 	}
 	return active, unrecorded
-}
-
-func ownedBy(j *batchv1.Job, owner types.UID) bool {
-	for _, ref := range j.OwnerReferences {
-		if ref.UID == owner {
-			return true
-		}
-	}
-	return false
 }

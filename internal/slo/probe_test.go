@@ -558,17 +558,18 @@ func TestSort(t *testing.T) {
 		at("someone-elses-done", 60, "uid-2", complete),
 	}
 	last := &isov1.ProbeResult{Job: "recorded", StartTime: metav1.Time{Time: t0}}
-	active, unrecorded := Sort(jobs, "uid-1", last)
+	owner := &metav1.ObjectMeta{UID: "uid-1"}
+	active, unrecorded := Sort(jobs, owner, last)
 	if len(active) != 2 || active[0].Name != "running-early" || active[1].Name != "running-late" {
 		t.Errorf("active = %v, want running-early, running-late", names(active))
 	}
 	if unrecorded == nil || unrecorded.Name != "finished-2" {
 		t.Errorf("unrecorded = %v, want finished-2 (the newest finished after lastProbe)", unrecorded)
 	}
-	if _, u := Sort(jobs[:2], "uid-1", last); u != nil {
+	if _, u := Sort(jobs[:2], owner, last); u != nil {
 		t.Errorf("unrecorded = %s, want none: only the recorded Job and an older one finished", u.Name)
 	}
-	if _, u := Sort(jobs[:1], "uid-1", nil); u == nil || u.Name != "recorded" {
+	if _, u := Sort(jobs[:1], owner, nil); u == nil || u.Name != "recorded" {
 		t.Errorf("without lastProbe, unrecorded = %v, want recorded", u)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -68,7 +69,9 @@ func replica(t *testing.T, name string, concurrency int) (stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := controllers.NewCrawlerVMReconciler(mgr, concurrency).SetupWithManager(mgr); err != nil {
+	r := controllers.NewCrawlerVMReconciler(mgr, concurrency)
+	r.Registry = prometheus.NewRegistry() // each replica its own metrics, as each process has
+	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
