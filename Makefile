@@ -14,6 +14,10 @@ KUSTOMIZE_VERSION ?= v5.7.1
 # the prometheus-operator API module in go.mod (its CRDs: make prometheus-operator-crds).
 PROMETHEUS_VERSION ?= v0.309.1
 PROMETHEUS_OPERATOR_VERSION ?= v0.89.0
+# Linters (make lint): golangci-lint and kube-api-linter, which publishes no releases
+# (a pseudo-version), both pinned by the module hack/tools/golangci-lint.
+GOLANGCI_LINT_VERSION ?= v2.15.0
+KUBE_API_LINTER_VERSION ?= v0.0.0-20260716143926-092fe0c72997
 # e2e on kind (hack/make/e2e.mk, docs/e2e.md): kind, its node image, Multus (thick plugin).
 KIND_VERSION ?= v0.30.0
 KIND_NODE_IMAGE ?= kindest/node:v1.34.0
@@ -82,7 +86,7 @@ test-admission: ## Judge every rendered VMI with KubeVirt's own admission code (
 	cd test/kubevirt && $(GO) test ./... -count=1
 
 .PHONY: test
-test: vet verify-generated test-unit test-rules test-integration test-admission test-e2e-config ## Run every test: unit, Prometheus rules, integration on a real API server, KubeVirt admission, e2e configs.
+test: vet verify-generated lint test-unit test-rules test-integration test-admission test-e2e-config ## Run every test: linters, unit, Prometheus rules, integration on a real API server, KubeVirt admission, e2e configs.
 
 ##@ Demo
 
@@ -126,6 +130,7 @@ $(KUSTOMIZE):
 	mv $(LOCALBIN)/kustomize $@
 
 # Workflows kept in their own files; their targets are listed by `make help` too.
+include hack/make/lint.mk
 include hack/make/kube.mk
 include hack/make/kubevirt.mk
 include hack/make/multus.mk

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -49,7 +50,7 @@ func documents(t *testing.T, path string) []map[string]any {
 	var docs []map[string]any
 	for {
 		doc, err := r.Read()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return docs
 		}
 		if err != nil {

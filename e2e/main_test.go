@@ -186,7 +186,7 @@ func deploy(ctx context.Context) error {
 	fmt.Printf("e2e: deployed the operator (%s, probes %s); waiting for it\n", managerImage, probeImage)
 	return poll(ctx, 5*time.Minute, func() (bool, string, error) {
 		if err := cl.List(ctx, &isov1.CrawlerVMList{}); err != nil {
-			return false, "CrawlerVM API not served yet: " + err.Error(), nil
+			return false, "CrawlerVM API not served yet: " + err.Error(), nil //nolint:nilerr // not served yet is transient: keep polling
 		}
 		dep := &appsv1.Deployment{}
 		if err := cl.Get(ctx, client.ObjectKey{Namespace: operatorNS, Name: operatorDep}, dep); err != nil {

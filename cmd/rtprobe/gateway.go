@@ -66,14 +66,15 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return usageError(fs, fmt.Errorf("--duration must not be negative, got %s", *duration))
 	}
 	cfg := gateway.Config{Delay: *delay, Period: *period}
+	var logf *os.File
 	if *logFile != "" {
 		f, err := os.Create(*logFile)
 		if err != nil {
 			fmt.Fprintf(stderr, "rtprobe gateway: creating --log: %v\n", err)
 			return exitError
 		}
-		defer f.Close()
-		cfg.Log = f
+		defer f.Close() // on the early returns; the normal end closes it and checks
+		logf, cfg.Log = f, f
 	}
 	g, err := gateway.New(cfg)
 	if err != nil {
@@ -95,6 +96,12 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitError
 	}
 	res, err := g.Result()
+	if logf != nil {
+		// A write the kernel deferred can fail only here: the log would be short.
+		if cerr := logf.Close(); err == nil {
+			err = cerr
+		}
+	}
 	printResult(stdout, *asJSON, res)
 	if err != nil {
 		fmt.Fprintf(stderr, "rtprobe gateway: writing --log: %v\n", err)

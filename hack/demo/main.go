@@ -128,7 +128,7 @@ func run(bin string, timeout time.Duration) error {
 	if kubectl := filepath.Join(assets, "kubectl"); exists(kubectl) {
 		out, err := exec.Command(kubectl, "--kubeconfig", kcPath, "get", "crawlervms", "-A").CombinedOutput()
 		if err != nil {
-			return fmt.Errorf("kubectl get crawlervms: %v: %s", err, out)
+			return fmt.Errorf("kubectl get crawlervms: %w: %s", err, out)
 		}
 		fmt.Printf("\n$ kubectl get crawlervms -A\n%s", out)
 	}
@@ -310,10 +310,6 @@ func printTable(ctx context.Context, c client.Client, list *isov1.CrawlerVMList)
 
 func step(format string, args ...any) {
 	fmt.Printf("\n==> "+format+"\n", args...)
-}
-
-func indent(s string) string {
-	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ") + "\n"
 }
 
 func tail(path string) string {

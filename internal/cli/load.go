@@ -96,7 +96,7 @@ func expand(p string) ([]string, error) {
 }
 
 func (inv *Inventory) loadFile(ctx context.Context, v validators, name string, stdin io.Reader) []string {
-	var r io.Reader = stdin
+	r := stdin
 	if name != "-" {
 		b, err := os.ReadFile(name)
 		if err != nil {

@@ -76,9 +76,9 @@ func Params(p *isov1.ContentionProfile) model.Params {
 		if c.CPUPerRequest != nil {
 			m.CPUPerRequest = c.CPUPerRequest.Duration
 		}
-		m.PeakFactor1s, _ = c.PeakFactor1s.Float64() // unset: 0, the model's default
-		m.PeakExponent, _ = c.PeakExponent.Float64() // unset: 0, the model's default
-		m.PeakFactorMax, _ = c.PeakFactorMax.Float64() // unset: 0, the model's default
+		m.PeakFactor1s, _ = c.PeakFactor1s.Float64()           // unset: 0, the model's default
+		m.PeakExponent, _ = c.PeakExponent.Float64()           // unset: 0, the model's default
+		m.PeakFactorMax, _ = c.PeakFactorMax.Float64()         // unset: 0, the model's default
 		m.TargetUtilisation, _ = c.TargetUtilisation.Float64() // unset: 0, the model's default
 		if c.OverloadPenalty != nil {
 			m.OverloadPenalty = c.OverloadPenalty.Duration

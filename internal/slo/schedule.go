@@ -91,7 +91,7 @@ func Schedule(cvm *isov1.CrawlerVM) (cron.Schedule, error) {
 	}
 	s, err := cron.ParseStandard(cvm.Spec.Probe.Schedule)
 	if err != nil {
-		return nil, fmt.Errorf("spec.probe.schedule %q is not a valid cron schedule (%v); use five fields, minute hour day-of-month month day-of-week, for example \"0 3 * * *\"", cvm.Spec.Probe.Schedule, err)
+		return nil, fmt.Errorf("spec.probe.schedule %q is not a valid cron schedule (%w); use five fields, minute hour day-of-month month day-of-week, for example \"0 3 * * *\"", cvm.Spec.Probe.Schedule, err)
 	}
 	return s, nil
 }

@@ -229,6 +229,8 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("shutting down gateway: %w", err)
 	}
-	<-done
+	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serving gateway on %s: %w", ln.Addr(), err)
+	}
 	return nil
 }

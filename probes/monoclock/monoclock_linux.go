@@ -34,12 +34,12 @@ func Now() int64 {
 	return ts.Nano()
 }
 
-// SleepUntil sleeps until CLOCK_MONOTONIC reaches atNs, or for at most max,
+// SleepUntil sleeps until CLOCK_MONOTONIC reaches atNs, or for at most maxWait,
 // with an absolute clock_nanosleep: the Go timer's wake-ups are about a
 // millisecond coarse, too coarse for a 1 ms schedule. It blocks the OS
 // thread; the runtime hands the goroutine's P to others meanwhile.
-func SleepUntil(atNs int64, max time.Duration) {
-	if limit := Now() + int64(max); atNs > limit {
+func SleepUntil(atNs int64, maxWait time.Duration) {
+	if limit := Now() + int64(maxWait); atNs > limit {
 		atNs = limit
 	}
 	ts := unix.NsecToTimespec(atNs)
