@@ -29,14 +29,15 @@ import (
 	isov1 "isochron.io/isochron/api/v1alpha1"
 )
 
-// Settings, from the environment (make e2e sets them from the Makefile's pins).
+// Settings, from the environment. The images have no default here: make e2e passes the
+// Makefile's pins (the one place versions are set), and the suite refuses to run without.
 var (
-	managerImage = env("E2E_IMG", "isochron/manager:v0.1.0")
-	probeImage   = env("E2E_PROBE_IMG", "isochron/rtprobe:v0.1.0")
+	managerImage = os.Getenv("E2E_IMG")
+	probeImage   = os.Getenv("E2E_PROBE_IMG")
 	// probeCPU, if set, becomes the manager's --probe-cpu (a fraction on nodes too small
 	// to spare the probe an exclusive CPU).
 	probeCPU   = os.Getenv("E2E_PROBE_CPU")
-	guestImage = env("E2E_GUEST_IMAGE", "quay.io/kubevirt/cirros-container-disk-demo:v1.8.4")
+	guestImage = os.Getenv("E2E_GUEST_IMAGE")
 	artifacts  = env("E2E_ARTIFACTS", "../bin/e2e-artifacts")
 	kustomize  = env("KUSTOMIZE", "kustomize")
 	kubectl    = env("KUBECTL", "kubectl")
@@ -64,6 +65,12 @@ func env(key, def string) string {
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
+	for key, v := range map[string]string{"E2E_IMG": managerImage, "E2E_PROBE_IMG": probeImage, "E2E_GUEST_IMAGE": guestImage} {
+		if v == "" {
+			fmt.Fprintf(os.Stderr, "e2e: %s is not set: run the suite with make e2e (or e2e-kind, e2e-local), which passes the Makefile's pins\n", key)
+			return 1
+		}
+	}
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, isov1.AddToScheme, kubevirtv1.AddToScheme} {
 		if err := add(scheme); err != nil {

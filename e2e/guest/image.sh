@@ -35,19 +35,8 @@ modules=(virtio_pci virtio_net)
 required_config=(CONFIG_SERIAL_8250_CONSOLE CONFIG_BLK_DEV_INITRD CONFIG_RD_GZIP CONFIG_DEVTMPFS CONFIG_INET)
 mbr=/usr/lib/syslinux/mbr/mbr.bin
 
-# Debian packages, installed only when something is missing.
-missing=()
-for pair in syslinux:syslinux "$mbr":syslinux-common mcopy:mtools mkfs.fat:dosfstools \
-  sfdisk:fdisk cpio:cpio; do
-  tool=${pair%%:*} pkg=${pair#*:}
-  if [[ $tool == /* ]]; then [[ -e $tool ]] || missing+=("$pkg")
-  else command -v "$tool" >/dev/null || missing+=("$pkg"); fi
-done
-if ((${#missing[@]})); then
-  [[ $(id -u) -eq 0 ]] || die "missing ${missing[*]}: apt-get install -y --no-install-recommends ${missing[*]} (as root)"
-  log "installing ${missing[*]}"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null
-fi
+# syslinux, mtools, dosfstools, fdisk and cpio come from Debian: e2e/prereqs.sh local.
+[[ -e $mbr ]] || die "$mbr is missing: e2e/prereqs.sh local installs syslinux (make e2e-local-prereqs)"
 
 mkdir -p "$workdir"
 workdir=$(cd "$workdir" && pwd)

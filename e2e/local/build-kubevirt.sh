@@ -9,7 +9,8 @@
 # virt-launcher, virt-launcher-monitor, virt-freezer, virt-probe, virt-tail,
 # container-disk (KubeVirt's C program, static) and kubevirt-operator.yaml (images
 # localhost/kubevirt/<component>:VERSION). virt-handler (linux/kvm.h) and virt-launcher
-# (libvirt) need cgo: gcc, pkg-config and Debian's libvirt-dev; the rest are static.
+# (libvirt) need cgo: gcc, pkg-config and Debian's libvirt-dev (e2e/prereqs.sh local);
+# the rest are static.
 set -euo pipefail
 
 die() { echo "build-kubevirt: $*" >&2; exit 1; }
@@ -21,16 +22,8 @@ go=${GO:-go}
 grep -q "^require kubevirt.io/kubevirt $version\$" "$mod/go.mod" ||
   die "e2e/local/modules/kubevirt/go.mod does not require kubevirt.io/kubevirt $version (KUBEVIRT_VERSION)"
 
-missing=()
-for c in gcc pkg-config; do command -v "$c" >/dev/null || missing+=("$c"); done
-pkg-config --exists libvirt 2>/dev/null || missing+=(libvirt-dev)
-if ((${#missing[@]})); then
-  if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
-    die "missing ${missing[*]}: apt-get install gcc pkg-config libvirt-dev"
-  fi
-  echo "build-kubevirt: installing Debian's ${missing[*]}"
-  apt-get install -y --no-install-recommends gcc libc6-dev pkg-config libvirt-dev >/dev/null
-fi
+pkg-config --exists libvirt 2>/dev/null ||
+  die "libvirt-dev (cgo) is missing: e2e/prereqs.sh local installs it (make e2e-local-prereqs)"
 
 mkdir -p "$out"
 out=$(cd "$out" && pwd)

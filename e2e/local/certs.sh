@@ -12,7 +12,6 @@ die() { echo "certs: $*" >&2; exit 1; }
 state=$1 node=$2 ip=$3 port=$4
 pki=$state/pki
 mkdir -p "$pki"
-command -v openssl >/dev/null || die "openssl is missing: apt-get install -y openssl"
 
 if [[ ! -f $pki/ca.crt ]]; then
   openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=isochron-e2e-ca" \

@@ -10,7 +10,7 @@ set -euo pipefail
 # shellcheck source=e2e/local/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-PROBE_IMG=${PROBE_IMG:-isochron/rtprobe:v0.1.0}
+[[ -n ${PROBE_IMG:-} ]] || die "PROBE_IMG is not set: run make e2e-local-check, which passes the Makefile's"
 ns=e2e-cpu-check
 
 # The node has one allocatable CPU (2 CPUs, 1 reserved). Once KubeVirt (stage 3) runs,

@@ -1,9 +1,14 @@
 # shellcheck shell=bash disable=SC2034  # the variables are used by the scripts that source this file
 # Settings shared by the local e2e cluster's scripts (sourced, not run). Every value
-# can be overridden from the environment; `make e2e-local-up` passes the pinned ones.
+# can be overridden from the environment; versions have no default here: make passes
+# the Makefile's pins (the one place they are set). The scripts need the Debian
+# packages of e2e/prereqs.sh local, which every make e2e-local* target installs first.
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-KUBE_VERSION=${KUBE_VERSION:-v1.34.3}
+if [[ -z ${KUBE_VERSION:-} ]]; then
+  echo "e2e-local: KUBE_VERSION is not set: run these scripts through make (make e2e-local-up), which passes the Makefile's pins" >&2
+  exit 1
+fi
 KUBE_BIN=${KUBE_BIN:-$repo/bin/k8s/$KUBE_VERSION}
 STATE=${E2E_LOCAL_STATE:-$repo/bin/e2e-local}
 NODE_NAME=${E2E_LOCAL_NODE:-e2e-local}

@@ -8,7 +8,8 @@
 #   KV_BIN   directory of the built binaries (virt-operator ... container-disk)
 #   KV_SRC   the kubevirt.io/kubevirt module directory (libvirt configs, node-labeller.sh)
 #   ROOTFS   the Debian layer of kubevirt-rootfs.sh (virt-handler and virt-launcher)
-#   REGISTRY, TAG   image names REGISTRY/<component>:TAG (default localhost/kubevirt, v1.8.4)
+#   TAG      the images' tag, KUBEVIRT_VERSION (make passes it)
+#   REGISTRY image names REGISTRY/<component>:TAG (default localhost/kubevirt)
 #
 # virt-operator, virt-api and virt-controller are one static binary each, FROM scratch
 # with /etc/passwd and /tmp, user 1001 as upstream. virt-handler and virt-launcher are the Debian layer plus a layer
@@ -21,10 +22,11 @@ die() { echo "kubevirt-images: $*" >&2; exit 1; }
 [[ $# -eq 1 ]] || die "usage: KV_BIN=... KV_SRC=... ROOTFS=... $0 OUTDIR"
 out=$1
 : "${KV_BIN:?}" "${KV_SRC:?}" "${ROOTFS:?}"
-registry=${REGISTRY:-localhost/kubevirt} tag=${TAG:-v1.8.4}
+[[ -n ${TAG:-} ]] || die "TAG is not set: run make e2e-local-kubevirt-images, which passes KUBEVIRT_VERSION"
+registry=${REGISTRY:-localhost/kubevirt} tag=$TAG
 here=$(cd "$(dirname "$0")" && pwd)
 [[ -f $ROOTFS ]] || die "$ROOTFS is missing: run e2e/local/kubevirt-rootfs.sh"
-command -v setcap >/dev/null || die "setcap is missing: apt-get install libcap2-bin"
+command -v setcap >/dev/null || die "setcap is missing: e2e/prereqs.sh local installs libcap2-bin (make e2e-local-prereqs)"
 for b in virt-operator virt-api virt-controller virt-handler virt-chroot virt-launcher \
   virt-launcher-monitor virt-freezer virt-probe virt-tail container-disk; do
   [[ -x $KV_BIN/$b ]] || die "$KV_BIN/$b is missing"

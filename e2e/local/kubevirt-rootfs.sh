@@ -6,7 +6,7 @@
 #
 # KubeVirt's own images are CentOS Stream with libvirt 10/11 and QEMU 9/10; no image
 # can be pulled here, so the same programs come from Debian's packages instead
-# (SUITE, default trixie: libvirt 11.3, QEMU 10.0; bookworm's libvirt 9.0 and QEMU 7.2
+# (SUITE, the Makefile pins trixie: libvirt 11.3, QEMU 10.0; bookworm's libvirt 9.0 and QEMU 7.2
 # are older than what KubeVirt 1.8 is tested with). mmdebstrap writes the tar directly,
 # without a container engine. Debian ships no modular daemons (no virtqemud): the
 # launcher layer of kubevirt-images.sh runs libvirtd under that name.
@@ -15,7 +15,8 @@ set -euo pipefail
 die() { echo "kubevirt-rootfs: $*" >&2; exit 1; }
 [[ $# -eq 1 ]] || die "usage: $0 OUT.tar"
 out=$1
-suite=${SUITE:-trixie}
+[[ -n ${SUITE:-} ]] || die "SUITE (the Debian suite) is not set: run make e2e-local-kubevirt-images, which passes E2E_KUBEVIRT_SUITE"
+suite=$SUITE
 mirror=${MIRROR:-http://deb.debian.org/debian}
 
 # What virt-launcher and virt-handler execute (exec.Command in KubeVirt v1.8.4's pkg/
@@ -29,10 +30,6 @@ packages=(
   ca-certificates
 )
 
-if ! command -v mmdebstrap >/dev/null; then
-  [[ $(id -u) -eq 0 ]] || die "mmdebstrap is missing: apt-get install mmdebstrap (as root)"
-  apt-get install -y --no-install-recommends mmdebstrap >/dev/null
-fi
 [[ $(id -u) -eq 0 ]] || die "needs root (mmdebstrap --mode=root)"
 
 mkdir -p "$(dirname "$out")"

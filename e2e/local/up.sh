@@ -6,7 +6,8 @@
 # ($MULTUS_BIN, make e2e-local-multus) is the CNI, delegating to a bridge. All state, logs
 # and pid files live under bin/e2e-local/; e2e/local/down.sh stops it.
 #
-# Needs root, cgroup v1 or v2, and the images archives IMAGE_ARCHIVES (space-separated
+# Needs root, cgroup v1 or v2, the Debian packages of e2e/prereqs.sh local, and the
+# images archives IMAGE_ARCHIVES (space-separated
 # `docker save` archives, imported into containerd's k8s.io namespace).
 set -euo pipefail
 # shellcheck source=e2e/local/common.sh
@@ -16,10 +17,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 for b in kube-apiserver etcd kube-controller-manager kube-scheduler kubelet kube-proxy kubectl; do
   [[ -x $KUBE_BIN/$b ]] || die "$KUBE_BIN/$b is missing: make e2e-local-bins"
 done
-for b in containerd containerd-shim-runc-v2 runc ctr openssl iptables; do
-  command -v "$b" >/dev/null || die "$b is missing: apt-get install -y containerd runc openssl"
-done
-[[ -x /usr/lib/cni/bridge ]] || die "/usr/lib/cni/bridge is missing: apt-get install -y containernetworking-plugins"
+[[ -x /usr/lib/cni/bridge ]] || die "Debian's packages are missing: e2e/prereqs.sh local (make e2e-local-prereqs)"
 [[ -x $MULTUS_BIN ]] || die "$MULTUS_BIN is missing: make e2e-local-multus"
 [[ -x $PAUSE_BIN ]] || die "$PAUSE_BIN is missing: make e2e-local-images"
 

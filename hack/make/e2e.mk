@@ -10,36 +10,42 @@ E2E_LOCAL_IMAGES := $(E2E_LOCAL_STATE)/images
 KIND_CLUSTER ?= isochron-e2e
 KIND ?= $(LOCALBIN)/kind-$(KIND_VERSION)
 SHELLCHECK ?= shellcheck
-E2E_SHELL_SCRIPTS = $(wildcard e2e/*/*.sh)
+SHELL_SCRIPTS = $(wildcard e2e/*.sh e2e/*/*.sh hack/*/*.sh)
+# Installs the Debian packages of the sets given (config, kind, local) as root, or names
+# the missing ones: the first step of every e2e workflow below.
+E2E_PREREQS = e2e/prereqs.sh
+# The guest the suite boots: KubeVirt's demo containerDisk of the pinned release, or the
+# e2e guest (e2e/guest) on the local cluster.
+E2E_GUEST_IMAGE ?= quay.io/kubevirt/cirros-container-disk-demo:$(KUBEVIRT_VERSION)
 
 .PHONY: e2e
-e2e: $(KUSTOMIZE) ## Run the e2e suite against the cluster of KUBECONFIG (KubeVirt, Multus, static CPU Manager), deploying E2E_IMG and E2E_PROBE_IMG.
-	E2E_IMG=$(IMG) E2E_PROBE_IMG=$(PROBE_IMG) E2E_ARTIFACTS=$(E2E_ARTIFACTS) KUSTOMIZE=$(KUSTOMIZE) \
+e2e: $(KUSTOMIZE) $(ENVTEST_ASSETS)/kubectl ## Run the e2e suite against the cluster of KUBECONFIG (KubeVirt, Multus, static CPU Manager), deploying IMG and PROBE_IMG.
+	E2E_IMG=$(IMG) E2E_PROBE_IMG=$(PROBE_IMG) E2E_GUEST_IMAGE=$(E2E_GUEST_IMAGE) E2E_ARTIFACTS=$(E2E_ARTIFACTS) \
+		KUSTOMIZE=$(KUSTOMIZE) KUBECTL=$(ENVTEST_ASSETS)/kubectl \
 		$(GO) test -tags e2e ./e2e/... -count=1 -v -timeout 45m
 
 .PHONY: test-e2e-config
-test-e2e-config: $(KUSTOMIZE) ## Check the e2e suite compiles and the kind provider's scripts and YAML are valid (part of make test).
+test-e2e-config: $(KUSTOMIZE) ## Check the e2e suite compiles, the guest's tests, the providers' YAML and every shell script (shellcheck; part of make test).
+	$(E2E_PREREQS) config
 	$(GO) vet -tags e2e ./e2e/...
 	$(GO) test ./e2e/... -count=1
-	@if ! command -v $(SHELLCHECK) >/dev/null; then \
-		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-			echo "shellcheck is missing: installing Debian's"; \
-			apt-get install -y --no-install-recommends shellcheck >/dev/null || { apt-get update >/dev/null && apt-get install -y --no-install-recommends shellcheck >/dev/null; }; \
-		else echo "shellcheck is missing: install it (Debian: apt-get install shellcheck)"; exit 1; fi; \
-	fi
-	$(SHELLCHECK) -x $(E2E_SHELL_SCRIPTS)
+	$(SHELLCHECK) -x $(SHELL_SCRIPTS)
 	$(KUSTOMIZE) build e2e/kind/kubevirt >/dev/null
 	$(KUSTOMIZE) build e2e/local/kubevirt >/dev/null
 
 ##@ End-to-end: kind with nested virtualisation (users' machines and CI, not here)
 
 .PHONY: e2e-kind
-e2e-kind: docker-build $(KIND) $(KUSTOMIZE) ## Create a kind cluster with KubeVirt and Multus, load the images, run the suite (needs Docker, kubectl, /dev/kvm or emulation).
-	KIND=$(KIND) KIND_CLUSTER=$(KIND_CLUSTER) KIND_NODE_IMAGE=$(KIND_NODE_IMAGE) \
+e2e-kind: e2e-kind-prereqs docker-build $(KIND) $(KUSTOMIZE) $(ENVTEST_ASSETS)/kubectl ## Create a kind cluster with KubeVirt and Multus, load the images, run the suite (needs a Docker engine, /dev/kvm or emulation).
+	KUBECTL=$(ENVTEST_ASSETS)/kubectl KIND=$(KIND) KIND_CLUSTER=$(KIND_CLUSTER) KIND_NODE_IMAGE=$(KIND_NODE_IMAGE) \
 		KUBEVIRT_VERSION=$(KUBEVIRT_VERSION) MULTUS_VERSION=$(MULTUS_VERSION) \
 		IMG=$(IMG) PROBE_IMG=$(PROBE_IMG) KUSTOMIZE=$(KUSTOMIZE) \
 		KUBECONFIG_OUT=$(LOCALBIN)/kind-$(KIND_CLUSTER).kubeconfig e2e/kind/up.sh
 	KUBECONFIG=$(LOCALBIN)/kind-$(KIND_CLUSTER).kubeconfig $(MAKE) e2e
+
+.PHONY: e2e-kind-prereqs
+e2e-kind-prereqs: ## Install the Debian packages e2e-kind needs (a Docker client and engine) as root, or name the missing ones.
+	$(E2E_PREREQS) kind
 
 .PHONY: e2e-kind-down
 e2e-kind-down: $(KIND) ## Delete the kind cluster e2e-kind created.
@@ -50,6 +56,12 @@ $(KIND):
 	mv $(LOCALBIN)/kind $@
 
 ##@ End-to-end: local cluster from Go modules and Debian packages
+
+# Every e2e-local target starts with e2e-local-prereqs, so that no step runs before the
+# Debian packages it uses are there.
+.PHONY: e2e-local-prereqs
+e2e-local-prereqs: ## Install the Debian packages the local cluster, KubeVirt's build and the guest need (e2e/prereqs.sh local) as root, or name the missing ones.
+	$(E2E_PREREQS) local
 
 .PHONY: e2e-local-bins
 e2e-local-bins: envtest-bins $(ENVTEST_ASSETS)/kube-scheduler $(ENVTEST_ASSETS)/kubelet $(ENVTEST_ASSETS)/kube-proxy ## Build every Kubernetes binary the local cluster runs.
@@ -89,21 +101,21 @@ E2E_KUBEVIRT_ARCHIVES = $(addprefix $(E2E_KUBEVIRT_IMAGES)/,virt-operator.tar vi
 .PHONY: e2e-local-kubevirt-bins
 e2e-local-kubevirt-bins: $(E2E_KUBEVIRT_BIN)/kubevirt-operator.yaml ## Build KubeVirt's components and operator manifest from its Go module (cgo: gcc, libvirt-dev).
 
-$(E2E_KUBEVIRT_BIN)/kubevirt-operator.yaml: e2e/local/modules/kubevirt/go.mod e2e/local/modules/kubevirt/go.sum e2e/local/build-kubevirt.sh
+$(E2E_KUBEVIRT_BIN)/kubevirt-operator.yaml: e2e/local/modules/kubevirt/go.mod e2e/local/modules/kubevirt/go.sum e2e/local/build-kubevirt.sh | e2e-local-prereqs
 	GO=$(GO) e2e/local/build-kubevirt.sh $(KUBEVIRT_VERSION) $(E2E_KUBEVIRT_BIN)
 
-$(E2E_KUBEVIRT_ROOTFS): e2e/local/kubevirt-rootfs.sh
+$(E2E_KUBEVIRT_ROOTFS): e2e/local/kubevirt-rootfs.sh | e2e-local-prereqs
 	SUITE=$(E2E_KUBEVIRT_SUITE) e2e/local/kubevirt-rootfs.sh $@
 
 .PHONY: e2e-local-kubevirt-images
-e2e-local-kubevirt-images: e2e-local-kubevirt-bins $(E2E_KUBEVIRT_ROOTFS) ## Write KubeVirt's images (Debian's libvirt and QEMU) and the e2e guest's containerDisk to bin/e2e-local/images.
+e2e-local-kubevirt-images: e2e-local-prereqs e2e-local-kubevirt-bins $(E2E_KUBEVIRT_ROOTFS) ## Write KubeVirt's images (Debian's libvirt and QEMU) and the e2e guest's containerDisk to bin/e2e-local/images.
 	KV_BIN=$(E2E_KUBEVIRT_BIN) KV_SRC=$$(cd e2e/local/modules/kubevirt && $(GO) list -m -f '{{.Dir}}' kubevirt.io/kubevirt) \
 		ROOTFS=$(E2E_KUBEVIRT_ROOTFS) TAG=$(KUBEVIRT_VERSION) e2e/local/kubevirt-images.sh $(E2E_KUBEVIRT_IMAGES)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(LOCALBIN)/e2e-guest-init ./e2e/guest
 	e2e/guest/image.sh $(E2E_GUEST_IMG) $(LOCALBIN)/e2e-guest-init $(E2E_LOCAL_IMAGES)/e2e-guest.tar $(LOCALBIN)/e2e-guest
 
 .PHONY: e2e-local-up
-e2e-local-up: e2e-local-bins e2e-local-images $(E2E_LOCAL_MULTUS) e2e-local-kubevirt-images ## Start etcd, API server, controller-manager, scheduler, kube-proxy, containerd (Multus as CNI), a kubelet (static CPU Manager) and KubeVirt here; run e2e-local-check.
+e2e-local-up: e2e-local-prereqs e2e-local-bins e2e-local-images $(E2E_LOCAL_MULTUS) e2e-local-kubevirt-images ## Start etcd, API server, controller-manager, scheduler, kube-proxy, containerd (Multus as CNI), a kubelet (static CPU Manager) and KubeVirt here; run e2e-local-check.
 	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) MULTUS_BIN=$(abspath $(E2E_LOCAL_MULTUS)) \
 		IMAGE_ARCHIVES="$(E2E_LOCAL_IMAGES)/pause.tar $(E2E_LOCAL_IMAGES)/rtprobe.tar $(E2E_LOCAL_IMAGES)/manager.tar" \
 		e2e/local/up.sh
@@ -116,14 +128,14 @@ e2e-local-up: e2e-local-bins e2e-local-images $(E2E_LOCAL_MULTUS) e2e-local-kube
 E2E_LOCAL_PROBE_CPU ?= 200m
 
 .PHONY: e2e-local
-e2e-local: ## Bring up the local cluster from scratch (all stages; e2e-local-down PURGE=1 first) and run the e2e suite on it.
+e2e-local: e2e-local-prereqs ## Bring up the local cluster from scratch (all stages; e2e-local-down PURGE=1 first) and run the e2e suite on it.
 	$(MAKE) e2e-local-down PURGE=1
 	$(MAKE) e2e-local-up
-	KUBECONFIG=$(E2E_LOCAL_STATE)/admin.kubeconfig E2E_GUEST_IMAGE=$(E2E_GUEST_IMG) \
-		KUBECTL=$(ENVTEST_ASSETS)/kubectl E2E_PROBE_CPU=$(E2E_LOCAL_PROBE_CPU) $(MAKE) e2e
+	KUBECONFIG=$(E2E_LOCAL_STATE)/admin.kubeconfig E2E_PROBE_CPU=$(E2E_LOCAL_PROBE_CPU) \
+		$(MAKE) e2e E2E_GUEST_IMAGE=$(E2E_GUEST_IMG)
 
 .PHONY: e2e-local-check
-e2e-local-check: ## Check the running local cluster: a Guaranteed pod gets an exclusive CPU; Multus attaches a NAD's second network; a ClusterIP Service answers (kube-proxy).
+e2e-local-check: e2e-local-prereqs ## Check the running local cluster: a Guaranteed pod gets an exclusive CPU; Multus attaches a NAD's second network; a ClusterIP Service answers (kube-proxy).
 	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) PROBE_IMG=$(PROBE_IMG) \
 		e2e/local/check-exclusive-cpu.sh
 	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) PROBE_IMG=$(PROBE_IMG) \
@@ -132,5 +144,5 @@ e2e-local-check: ## Check the running local cluster: a Guaranteed pod gets an ex
 		e2e/local/check-service.sh
 
 .PHONY: e2e-local-down
-e2e-local-down: ## Stop the local cluster (PURGE=1 also deletes bin/e2e-local).
+e2e-local-down: e2e-local-prereqs ## Stop the local cluster (PURGE=1 also deletes bin/e2e-local).
 	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) e2e/local/down.sh $(if $(PURGE),--purge)

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The Debian packages every e2e entry point needs, in one place. Each make target of the
+# e2e workflows runs this first, with the sets it needs, before any step uses them:
+#
+#   e2e/prereqs.sh SET...
+#
+#   config   make test-e2e-config: shellcheck
+#   kind     make e2e-kind: a Docker client and engine (kind creates the cluster in it)
+#   local    make e2e-local*: the local cluster (containerd, runc, the CNI plugins,
+#            iptables...), KubeVirt's build (cgo against libvirt), its Debian layer
+#            (mmdebstrap) and images (setcap), and the e2e guest's disk (syslinux, mtools...)
+#
+# As root it installs what is missing with apt-get, refreshing the package lists when
+# an install fails, and without starting any daemon the packages bring (containerd: the
+# local cluster runs its own). As another user it names what is missing and fails.
+# Everything else the workflows run is built from Go modules by make.
+set -euo pipefail
+
+log() { echo "e2e-prereqs: $*" >&2; }
+die() { log "$*"; exit 1; }
+[[ $# -gt 0 ]] || die "usage: $0 SET... (config, kind, local)"
+
+packages=()
+for set in "$@"; do
+  case $set in
+    # PACKAGE:COMMAND: a COMMAND on the PATH, from any source, will do.
+    config) packages+=(shellcheck:shellcheck) ;;
+    kind) packages+=(docker.io:docker) ;;
+    local)
+      packages+=(
+        # The cluster (up.sh, down.sh, the checks): containerd and runc run the pods,
+        # Debian's CNI plugins are what Multus delegates to, kube-proxy programs
+        # iptables, certs.sh signs with openssl, curl waits for etcd and checks Services.
+        containerd runc containernetworking-plugins iptables iproute2 openssl curl
+        util-linux mount procps hostname
+        # KubeVirt: virt-handler and virt-launcher are cgo (build-kubevirt.sh), the
+        # Debian layer of virt-launcher (kubevirt-rootfs.sh), file capabilities
+        # (kubevirt-images.sh).
+        gcc libc6-dev pkg-config libvirt-dev mmdebstrap libcap2-bin
+        # The e2e guest's boot disk (e2e/guest/image.sh).
+        syslinux syslinux-common mtools dosfstools fdisk cpio
+      ) ;;
+    *) die "unknown set '$set': config, kind or local" ;;
+  esac
+done
+
+missing=()
+for entry in "${packages[@]}"; do
+  p=${entry%%:*} cmd=${entry#*:}
+  if [[ $cmd != "$entry" ]] && command -v "$cmd" >/dev/null; then continue; fi
+  [[ $(dpkg-query -W -f '${db:Status-Status}' "$p" 2>/dev/null) == installed ]] || missing+=("$p")
+done
+((${#missing[@]})) || exit 0
+
+if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
+  die "missing Debian packages: ${missing[*]}; as root: apt-get install -y --no-install-recommends ${missing[*]}"
+fi
+log "installing ${missing[*]}"
+# No daemon starts from the packages' maintainer scripts (policy-rc.d, as in Debian's
+# container images): the e2e cluster starts its own, with its own configuration.
+policy=/usr/sbin/policy-rc.d
+own_policy=false
+if [[ ! -e $policy ]]; then
+  printf '#!/bin/sh\nexit 101\n' >"$policy"
+  chmod +x "$policy"
+  own_policy=true
+fi
+trap '$own_policy && rm -f "$policy"' EXIT
+apt_install() { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null; }
+if ! apt_install; then
+  log "refreshing the package lists and trying again"
+  apt-get update -q >/dev/null
+  apt_install
+fi
+log "installed ${missing[*]}"
