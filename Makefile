@@ -75,7 +75,7 @@ verify-generated: manifests generate ## Regenerate; under CI (CI=true) fail if t
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests of the pure core, the CLIs and the probes (no API server).
-	$(GO) test ./internal/... ./api/... ./cmd/... ./probes/... ./build/... ./test/health/... ./test/monitoring/... ./e2e/guest/...
+	$(GO) test ./internal/... ./api/... ./cmd/... ./probes/... ./build/... ./test/health/... ./test/monitoring/...
 
 .PHONY: test-integration
 test-integration: envtest-bins $(KUSTOMIZE) ## Run the operator against a real kube-apiserver and etcd (envtest) with the real CRDs; install config/default and run the manager binary (test/deploy).

@@ -7,7 +7,8 @@
 #   docker build -f build/manager.Dockerfile bin/image-context/manager
 FROM scratch
 
-ARG VERSION=v0.1.0
+# The release, VERSION of the Makefile: `make docker-build` passes it (no default here).
+ARG VERSION
 
 LABEL org.opencontainers.image.source="https://isochron.io/isochron" \
       org.opencontainers.image.title="isochron-manager" \

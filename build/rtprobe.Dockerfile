@@ -9,7 +9,8 @@
 #   docker build -f build/rtprobe.Dockerfile bin/image-context/rtprobe
 FROM scratch
 
-ARG VERSION=v0.1.0
+# The release, VERSION of the Makefile: `make docker-build` passes it (no default here).
+ARG VERSION
 
 LABEL org.opencontainers.image.source="https://isochron.io/isochron" \
       org.opencontainers.image.title="isochron-rtprobe" \
