@@ -21,12 +21,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/controllers"
 )
 
 // Settings, from the environment. The images have no default here: make e2e passes the
@@ -71,13 +70,7 @@ func run(m *testing.M) int {
 			return 1
 		}
 	}
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, isov1.AddToScheme, kubevirtv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			fmt.Fprintln(os.Stderr, "e2e: building the scheme:", err)
-			return 1
-		}
-	}
+	scheme := controllers.Scheme()
 	cfg, err := config.GetConfig()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: no cluster: set KUBECONFIG:", err)

@@ -23,15 +23,15 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/controllers"
+	"isochron.io/isochron/test/support/testenv"
 )
 
 func main() {
@@ -49,12 +49,7 @@ func run(bin string, timeout time.Duration) error {
 	if assets == "" {
 		return errors.New("KUBEBUILDER_ASSETS is not set; run `make demo`")
 	}
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, isov1.AddToScheme, kubevirtv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			return err
-		}
-	}
+	scheme := controllers.Scheme()
 
 	step("Starting kube-apiserver and etcd (%s)", assets)
 	env := &envtest.Environment{
@@ -214,22 +209,13 @@ func registerNodes(ctx context.Context, c client.Client, path string) error {
 		} else if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		status := n.Status
-		if err := c.Create(ctx, n); err != nil {
-			return fmt.Errorf("creating node %s: %w", n.Name, err)
-		}
-		// The API server taints a new Node not-ready until the node lifecycle controller
-		// sees the kubelet report Ready; do what they would.
-		n.Spec.Taints = nil
-		if err := c.Update(ctx, n); err != nil {
-			return fmt.Errorf("untainting node %s: %w", n.Name, err)
-		}
-		status.Conditions = append(status.Conditions, corev1.NodeCondition{
+		// Ready, as the kubelet reports it; RegisterNode lifts the not-ready taint as the
+		// node lifecycle controller would.
+		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{
 			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: metav1.Now(),
 		})
-		n.Status = status // status is a subresource: set it as the kubelet would
-		if err := c.Status().Update(ctx, n); err != nil {
-			return fmt.Errorf("setting status of node %s: %w", n.Name, err)
+		if err := testenv.RegisterNode(ctx, c, n); err != nil {
+			return err
 		}
 		fmt.Printf("  node/%s: %s CPUs, %s hugepages-2Mi allocatable\n", n.Name, n.Status.Allocatable.Cpu(), quantity(n.Status.Allocatable, "hugepages-2Mi"))
 	}
