@@ -7,11 +7,11 @@ import (
 	"time"
 )
 
-// Duration writes d in Go's notation to four significant figures: 3.815ms, 683µs,
-// 24.19s, 10ms, 20m0s. Four figures keep a predicted or measured error readable and
-// still show the microseconds status records below 10 ms.
+// Duration writes d in Go's notation, to the microsecond and at most four significant
+// figures: 3.815ms, 683µs, 24.19s, 10ms, 20m0s. Status records predictions and
+// measurements to the microsecond; four figures keep larger ones readable.
 func Duration(d time.Duration) string {
-	return roundSignificant(d, 4).String()
+	return roundSignificant(d.Round(time.Microsecond), 4).String()
 }
 
 // roundSignificant rounds d to n significant decimal figures of nanoseconds.

@@ -10,17 +10,19 @@ func TestDuration(t *testing.T) {
 		in   time.Duration
 		want string
 	}{
-		"zero":                       {0, "0s"},
-		"microseconds stay whole":    {683 * time.Microsecond, "683µs"},
-		"a status figure (µs) stays": {3815 * time.Microsecond, "3.815ms"},
-		"five figures round to four": {12345 * time.Microsecond, "12.35ms"},
-		"sub-microsecond noise goes": {3815*time.Microsecond + 400, "3.815ms"},
-		"whole milliseconds":         {10 * time.Millisecond, "10ms"},
-		"seconds":                    {24187354 * time.Microsecond, "24.19s"},
-		"minutes":                    {20 * time.Minute, "20m0s"},
-		"hours":                      {2*time.Hour + 123*time.Millisecond, "2h0m0s"},
-		"nanoseconds":                {42, "42ns"},
-		"negative":                   {-12345 * time.Microsecond, "-12.35ms"},
+		"zero":                         {0, "0s"},
+		"microseconds stay whole":      {683 * time.Microsecond, "683µs"},
+		"a status figure (µs) stays":   {3815 * time.Microsecond, "3.815ms"},
+		"five figures round to four":   {12345 * time.Microsecond, "12.35ms"},
+		"sub-microsecond noise goes":   {3815*time.Microsecond + 400, "3.815ms"},
+		"to the microsecond":           {683400 * time.Nanosecond, "683µs"},
+		"half a microsecond rounds up": {609500 * time.Nanosecond, "610µs"},
+		"whole milliseconds":           {10 * time.Millisecond, "10ms"},
+		"seconds":                      {24187354 * time.Microsecond, "24.19s"},
+		"minutes":                      {20 * time.Minute, "20m0s"},
+		"hours":                        {2*time.Hour + 123*time.Millisecond, "2h0m0s"},
+		"below a microsecond":          {420, "0s"},
+		"negative":                     {-12345 * time.Microsecond, "-12.35ms"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
