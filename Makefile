@@ -46,7 +46,7 @@ all: build
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*##"; printf "\nUsage:\n  make \033[36m<target>\033[0m\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
 
-##@ Development
+##@ Development (api/, controllers/, internal/, cmd/, test/)
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC manifests from the API markers.
@@ -88,7 +88,7 @@ test-admission: ## Judge every rendered VMI with KubeVirt's own admission code (
 .PHONY: test
 test: vet verify-generated lint test-unit test-rules test-integration test-admission test-e2e-config ## Run every test: linters, unit, Prometheus rules, integration on a real API server, KubeVirt admission, e2e configs.
 
-##@ Demo
+##@ Demo (hack/demo)
 
 .PHONY: demo
 # Static and -trimpath, as the Kubernetes binaries are built: the packages they share with the
@@ -105,7 +105,7 @@ build: ## Build the manager, isochronctl and rtprobe static (CGO_ENABLED=0, -tri
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(LOCALBIN)/isochronctl ./cmd/isochronctl
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(LOCALBIN)/rtprobe ./cmd/rtprobe
 
-##@ Deployment
+##@ Deployment (config/)
 
 .PHONY: install
 install: $(KUSTOMIZE) ## Install the CRDs (CrawlerVM, ContentionProfile) into the cluster of the current kubeconfig.
@@ -135,7 +135,6 @@ include hack/make/kube.mk
 include hack/make/kubevirt.mk
 include hack/make/multus.mk
 include hack/make/probes.mk
-include hack/make/probes-interval.mk
 include hack/make/docker.mk
 include hack/make/e2e.mk
 include hack/make/prometheus.mk

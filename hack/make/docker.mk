@@ -1,4 +1,4 @@
-##@ Images
+##@ Images (build/)
 
 # Container images FROM scratch for the manager and rtprobe (build/*.Dockerfile),
 # built from the static binaries `make build` writes to bin/; no base image is pulled. Each image is

@@ -1,4 +1,4 @@
-##@ End-to-end (docs/e2e.md)
+##@ End-to-end: the suite (e2e/) and the Debian packages of every e2e workflow (e2e/prereqs.sh); docs/e2e.md
 
 # The e2e suite (e2e/, build tag e2e) and its two clusters: kind with nested
 # virtualisation (for users; cannot run on the project's machines) and a local cluster
@@ -33,7 +33,7 @@ test-e2e-config: $(KUSTOMIZE) ## Check the e2e suite compiles, the guest's tests
 	$(KUSTOMIZE) build e2e/kind/kubevirt >/dev/null
 	$(KUSTOMIZE) build e2e/local/kubevirt >/dev/null
 
-##@ End-to-end: kind with nested virtualisation (users' machines and CI, not here)
+##@ End-to-end: kind with nested virtualisation (e2e/kind; users' machines and CI, not here)
 
 .PHONY: e2e-kind
 e2e-kind: e2e-kind-prereqs docker-build $(KIND) $(KUSTOMIZE) $(ENVTEST_ASSETS)/kubectl ## Create a kind cluster with KubeVirt and Multus, load the images, run the suite (needs a Docker engine, /dev/kvm or emulation).
@@ -55,7 +55,7 @@ $(KIND):
 	GOBIN=$(LOCALBIN) $(GO) install sigs.k8s.io/kind@$(KIND_VERSION)
 	mv $(LOCALBIN)/kind $@
 
-##@ End-to-end: local cluster from Go modules and Debian packages
+##@ End-to-end: a local cluster from Go modules and Debian packages (e2e/local, the guest in e2e/guest)
 
 # Every e2e-local target starts with e2e-local-prereqs, so that no step runs before the
 # Debian packages it uses are there.

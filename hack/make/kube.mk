@@ -1,4 +1,4 @@
-##@ Kubernetes binaries (built from Go modules)
+##@ Kubernetes binaries, built from Go modules (hack/tools/kube, etcd, kube-proxy)
 
 # Kubernetes binaries built from Go modules by hack/tools/build-kube-bins.sh.
 # Expects LOCALBIN, KUBE_VERSION and ETCD_VERSION from the main Makefile.

@@ -1,4 +1,4 @@
-##@ Lint
+##@ Lint (.golangci.yml; the linters built from hack/tools/golangci-lint)
 
 # golangci-lint with kube-api-linter (the Kubernetes API conventions linter) compiled in,
 # built from the separate module hack/tools/golangci-lint, which pins both (its go.mod must

@@ -1,9 +1,18 @@
-##@ Probes
+##@ Probes: rtprobe beside the standard tools (hack/probe-compare, docs/probes.md)
 
-# Side-by-side comparisons of rtprobe with the standard tools on this machine;
-# the figures go into docs/probes.md. Run as root (SCHED_FIFO, mlockall).
-# Knobs: ROUNDS, DURATION_S, CPU, PRIORITY, INTERVAL_US, CYCLICTEST_EXTRA (see the script).
+# Side-by-side comparisons of rtprobe with the standard tools on this machine; the
+# figures go into docs/probes.md. Expects GO from the main Makefile.
 
+# The timer against cyclictest. Run as root (SCHED_FIFO, mlockall). Knobs: ROUNDS,
+# DURATION_S, CPU, PRIORITY, INTERVAL_US, CYCLICTEST_EXTRA (see the script).
 .PHONY: probe-compare-timer
 probe-compare-timer: ## Compare rtprobe timer with cyclictest side by side (needs rt-tests)
 	hack/probe-compare/timer.sh
+
+# The crawler and gateway against Apache's own access log and httperf, for
+# COMPARE_DURATION (60 s by default).
+COMPARE_DURATION ?= 60s
+
+.PHONY: probe-compare-interval
+probe-compare-interval: ## Compare rtprobe crawl/gateway with Apache's log and httperf (needs apache2, httperf)
+	GO=$(GO) hack/probe-compare/interval.sh $(COMPARE_DURATION)

@@ -1,4 +1,4 @@
-##@ Monitoring (prometheus-operator objects in config/prometheus)
+##@ Monitoring (config/prometheus; promtool built from hack/tools/promtool)
 
 # promtool, built from Prometheus's own Go module: the separate module hack/tools/promtool pins it,
 # keeping Prometheus's dependencies out of the operator's go.mod. The prometheus-operator
