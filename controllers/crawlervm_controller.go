@@ -31,8 +31,9 @@ import (
 	"isochron.io/isochron/internal/slo"
 )
 
-// FieldOwner is the one field manager isochron applies with.
-const FieldOwner = "isochron"
+// FieldOwner is the one field manager isochron applies with: its own name, as in its
+// managed-by label and its Events.
+const FieldOwner = isov1.ManagedBy
 
 // CrawlerVMReconciler sizes, places and runs CrawlerVMs.
 type CrawlerVMReconciler struct {
