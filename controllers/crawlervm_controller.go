@@ -146,7 +146,7 @@ func (r *CrawlerVMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	r.metrics = newMetrics(r.Clock.Now())
-	if err := r.metrics.register(r.Registry, &nodeCollector{r: r, leader: mgr.Elected()}); err != nil {
+	if err := r.metrics.register(r.Registry, newNodeCollector(r, mgr.Elected())); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	b := ctrl.NewControllerManagedBy(mgr).

@@ -241,24 +241,30 @@ func (m *metrics) forget(namespace, name string) {
 type nodeCollector struct {
 	r      *CrawlerVMReconciler
 	leader <-chan struct{}
+
+	exclusive, free, crawlers, worst *prometheus.Desc
 }
 
-var (
-	nodeExclusiveDesc = prometheus.NewDesc("isochron_node_exclusive_cpus",
-		"CPUs held exclusively on the node: dedicated crawlers' host CPUs (vCPUs and emulator threads) and other Guaranteed pods' pinned CPUs.", []string{"node"}, nil)
-	nodeFreeDesc = prometheus.NewDesc("isochron_node_free_cpus",
-		"Allocatable CPUs on the node left for another crawler (exclusive or shared).", []string{"node"}, nil)
-	nodeCrawlersDesc = prometheus.NewDesc("isochron_node_crawlers",
-		"Crawlers placed on the node.", []string{"node"}, nil)
-	nodeWorstDesc = prometheus.NewDesc("isochron_node_worst_predicted_interval_error_seconds",
-		"Largest interval error the contention model predicts for a crawler on the node (0 without crawlers).", []string{"node"}, nil)
-)
+func newNodeCollector(r *CrawlerVMReconciler, leader <-chan struct{}) *nodeCollector {
+	node := []string{"node"}
+	return &nodeCollector{
+		r: r, leader: leader,
+		exclusive: prometheus.NewDesc("isochron_node_exclusive_cpus",
+			"CPUs held exclusively on the node: dedicated crawlers' host CPUs (vCPUs and emulator threads) and other Guaranteed pods' pinned CPUs.", node, nil),
+		free: prometheus.NewDesc("isochron_node_free_cpus",
+			"Allocatable CPUs on the node left for another crawler (exclusive or shared).", node, nil),
+		crawlers: prometheus.NewDesc("isochron_node_crawlers",
+			"Crawlers placed on the node.", node, nil),
+		worst: prometheus.NewDesc("isochron_node_worst_predicted_interval_error_seconds",
+			"Largest interval error the contention model predicts for a crawler on the node (0 without crawlers).", node, nil),
+	}
+}
 
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- nodeExclusiveDesc
-	ch <- nodeFreeDesc
-	ch <- nodeCrawlersDesc
-	ch <- nodeWorstDesc
+	ch <- c.exclusive
+	ch <- c.free
+	ch <- c.crawlers
+	ch <- c.worst
 }
 
 func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -271,13 +277,13 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	inv, err := c.r.gather(ctx, c.r.Client)
 	if err != nil {
-		ch <- prometheus.NewInvalidMetric(nodeExclusiveDesc, err)
+		ch <- prometheus.NewInvalidMetric(c.exclusive, err)
 		return
 	}
 	for _, s := range placement.Summarize(inv.nodes, inv.residents) {
-		ch <- prometheus.MustNewConstMetric(nodeExclusiveDesc, prometheus.GaugeValue, float64(s.ExclusiveMilli)/1000, s.Node)
-		ch <- prometheus.MustNewConstMetric(nodeFreeDesc, prometheus.GaugeValue, float64(s.FreeMilli)/1000, s.Node)
-		ch <- prometheus.MustNewConstMetric(nodeCrawlersDesc, prometheus.GaugeValue, float64(len(s.Crawlers)), s.Node)
-		ch <- prometheus.MustNewConstMetric(nodeWorstDesc, prometheus.GaugeValue, s.WorstPredicted.Seconds(), s.Node)
+		ch <- prometheus.MustNewConstMetric(c.exclusive, prometheus.GaugeValue, float64(s.ExclusiveMilli)/1000, s.Node)
+		ch <- prometheus.MustNewConstMetric(c.free, prometheus.GaugeValue, float64(s.FreeMilli)/1000, s.Node)
+		ch <- prometheus.MustNewConstMetric(c.crawlers, prometheus.GaugeValue, float64(len(s.Crawlers)), s.Node)
+		ch <- prometheus.MustNewConstMetric(c.worst, prometheus.GaugeValue, s.WorstPredicted.Seconds(), s.Node)
 	}
 }
