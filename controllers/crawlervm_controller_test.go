@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -418,4 +419,65 @@ func TestPlacementRefusesToBreakANeighbour(t *testing.T) {
 	if get(t, &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tipping"}}) {
 		t.Error("a VMI exists for a crawler that was refused")
 	}
+}
+
+// An upgrade of isochron that renders VMIs differently restarts no crawler: a running
+// VMI that an earlier release rendered (no inputs hash, an older cloud-init script) from
+// the current spec keeps running and is adopted; one whose inputs differ is replaced.
+func TestVMIRenderedByAnEarlierReleaseSurvives(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	createNode(t, rtNode("upgrade-1", "it", "upgrade"), 16)
+	createNAD(t, ns, "rt-net")
+	c := crawler(ns, "legacy", withRTNIC("rt-net"), withSelector("it", "upgrade"))
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	vmi := waitForVMI(t, client.ObjectKey{Namespace: ns, Name: "legacy"}, func(*kubevirtv1.VirtualMachineInstance) bool { return true })
+	setVMIPhase(t, vmi, kubevirtv1.Running, "upgrade-1")
+	waitForCrawler(t, c, "Ready", func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionReady, metav1.ConditionTrue, isov1.ReasonVMIRunning)
+	})
+	uid, hash := vmi.UID, vmi.Annotations[isov1.AnnotationVMIInputs]
+
+	// What an upgrade finds: the VMI as the earlier release left it. (envtest runs no
+	// KubeVirt webhook, so the test may write the spec an earlier renderer wrote.)
+	legacy := func(v *kubevirtv1.VirtualMachineInstance, edit func(*kubevirtv1.VirtualMachineInstance)) {
+		t.Helper()
+		delete(v.Annotations, isov1.AnnotationVMIInputs)
+		v.Annotations["isochron.io/vmi-spec-hash"] = "e93fe49247b9062c"
+		for i := range v.Spec.Volumes {
+			if ci := v.Spec.Volumes[i].CloudInitNoCloud; ci != nil {
+				ci.UserData = strings.Replace(ci.UserData, "if command -v nft", "# the script of an earlier release\nif command -v nft", 1)
+			}
+		}
+		if edit != nil {
+			edit(v)
+		}
+		if err := k8s.Update(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	legacy(vmi, nil)
+	vmi = waitForVMI(t, client.ObjectKeyFromObject(vmi), func(v *kubevirtv1.VirtualMachineInstance) bool {
+		return v.Annotations[isov1.AnnotationVMIInputs] == hash
+	})
+	if vmi.UID != uid || !strings.Contains(vmi.Spec.Volumes[1].CloudInitNoCloud.UserData, "the script of an earlier release") {
+		t.Errorf("the VMI of the earlier release was replaced (UID %s, was %s), want it adopted as it runs", vmi.UID, uid)
+	}
+	if !slices.ContainsFunc(events(t, c), func(e string) bool { return strings.HasPrefix(e, isov1.EventReasonVMIAdopted+": VMI legacy") }) {
+		t.Errorf("no %s Event: %v", isov1.EventReasonVMIAdopted, events(t, c))
+	}
+	waitForCrawler(t, c, "still Ready", func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionReady, metav1.ConditionTrue, isov1.ReasonVMIRunning)
+	})
+
+	// An earlier release's VMI whose inputs differ (another image than the spec's) is
+	// replaced, as any outdated VMI.
+	legacy(vmi, func(v *kubevirtv1.VirtualMachineInstance) {
+		v.Spec.Volumes[0].ContainerDisk.Image = "quay.io/isochron/crawler:0.0.9"
+	})
+	waitForVMI(t, client.ObjectKeyFromObject(vmi), func(v *kubevirtv1.VirtualMachineInstance) bool {
+		return v.UID != uid && v.Annotations[isov1.AnnotationVMIInputs] == hash
+	})
 }

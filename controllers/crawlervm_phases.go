@@ -146,7 +146,8 @@ func (r *CrawlerVMReconciler) runVMI(ctx context.Context, cvm *isov1.CrawlerVM) 
 		}
 		return nil, err
 	}
-	desired, err := render.VMI(render.Input{CrawlerVM: cvm, Sizing: size.Sizing, Node: held.Node, RTBinding: binding})
+	in := render.Input{CrawlerVM: cvm, Sizing: size.Sizing, Node: held.Node, RTBinding: binding}
+	desired, err := render.VMI(in)
 	if err != nil {
 		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonInvalid, err.Error())
 		return nil, nil
@@ -180,11 +181,24 @@ func (r *CrawlerVMReconciler) runVMI(ctx context.Context, cvm *isov1.CrawlerVM) 
 		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonVMIReplacing, fmt.Sprintf("waiting for VMI %s to be deleted before starting it with the new spec", current.Name))
 		return nil, nil
 	}
-	if current.Annotations[isov1.AnnotationVMISpecHash] != desired.Annotations[isov1.AnnotationVMISpecHash] {
+	switch render.Compare(current, in) {
+	case render.Adopt:
+		// Rendered by a release before the inputs hash, from the current inputs: it keeps
+		// running, and carries the hash from now on.
+		before := current.DeepCopy()
+		if current.Annotations == nil {
+			current.Annotations = map[string]string{}
+		}
+		current.Annotations[isov1.AnnotationVMIInputs] = desired.Annotations[isov1.AnnotationVMIInputs]
+		if err := r.Patch(ctx, current, client.MergeFrom(before)); err != nil {
+			return nil, fmt.Errorf("annotating VMI %s with its inputs: %w", current.Name, err)
+		}
+		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.EventReasonVMIAdopted, "VMI %s, rendered by an earlier release of isochron from the current spec, keeps running", current.Name)
+	case render.Outdated:
 		if err := r.Delete(ctx, current, client.Preconditions{UID: &current.UID}); client.IgnoreNotFound(err) != nil {
 			return nil, fmt.Errorf("deleting outdated VMI %s: %w", current.Name, err)
 		}
-		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.ReasonVMIReplacing, "Replacing VMI %s: spec generation %d renders a different VMI", current.Name, cvm.Generation)
+		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.ReasonVMIReplacing, "Replacing VMI %s: spec generation %d changed what it is made from (spec, size, node or RT binding)", current.Name, cvm.Generation)
 		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonVMIReplacing,
 			fmt.Sprintf("spec generation %d changed the VMI; VMI %s is being replaced (VMI specs are immutable)", cvm.Generation, current.Name))
 		return nil, nil

@@ -103,6 +103,9 @@ const (
 const (
 	// EventReasonVMICreated: the crawler's VMI was created on its node.
 	EventReasonVMICreated = "VMICreated"
+	// EventReasonVMIAdopted: a VMI an earlier release of isochron rendered from the
+	// current spec keeps running under this release (which renders it differently).
+	EventReasonVMIAdopted = "VMIAdopted"
 	// EventReasonProbeStarted: a probe Job was created.
 	EventReasonProbeStarted = "ProbeStarted"
 	// EventReasonProbeCancelled: a probe Job of an outdated spec or VMI was deleted.

@@ -21,9 +21,11 @@ const (
 	// ProbeName is the LabelName of probe Jobs and their pods: the program they run.
 	ProbeName = "rtprobe"
 
-	// AnnotationVMISpecHash is the hash of a VMI's rendered spec: a VMI whose hash
-	// differs from the current rendering's is replaced.
-	AnnotationVMISpecHash = "isochron.io/vmi-spec-hash"
+	// AnnotationVMIInputs is the hash of what a VMI was rendered from (the crawler's
+	// spec fields it depends on, its size, node and RT binding): a VMI whose inputs
+	// changed is replaced; one that only an older release of isochron rendered
+	// differently keeps running.
+	AnnotationVMIInputs = "isochron.io/vmi-inputs"
 	// AnnotationProbeTrigger, AnnotationProbeGeneration and AnnotationProbeVMIUID record
 	// on a probe Job why it runs (ProbeTrigger), which spec generation and which VMI it
 	// measures.

@@ -6,7 +6,6 @@ package render
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -138,17 +137,13 @@ func VMI(in Input) (*kubevirtv1.VirtualMachineInstance, error) {
 		})
 	}
 
-	hash, err := specHash(&spec)
-	if err != nil {
-		return nil, err
-	}
 	return &kubevirtv1.VirtualMachineInstance{
 		TypeMeta: metav1.TypeMeta{APIVersion: kubevirtv1.GroupVersion.String(), Kind: "VirtualMachineInstance"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            Name(cvm),
 			Namespace:       cvm.Namespace,
 			Labels:          map[string]string{isov1.LabelManagedBy: isov1.ManagedBy, isov1.LabelCrawlerVM: cvm.Name},
-			Annotations:     map[string]string{isov1.AnnotationVMISpecHash: hash},
+			Annotations:     map[string]string{isov1.AnnotationVMIInputs: InputsHash(in)},
 			OwnerReferences: []metav1.OwnerReference{OwnerReference(cvm)},
 		},
 		Spec: spec,
@@ -207,13 +202,3 @@ func resources(s sizing.Result) kubevirtv1.ResourceRequirements {
 	return r
 }
 
-// specHash identifies a VMI spec, so that a changed rendering can be told apart from the
-// running one without comparing against fields KubeVirt defaults.
-func specHash(spec *kubevirtv1.VirtualMachineInstanceSpec) (string, error) {
-	b, err := json.Marshal(spec)
-	if err != nil {
-		return "", fmt.Errorf("hashing VMI spec: %w", err)
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:8]), nil
-}

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/model"
@@ -114,13 +115,89 @@ func TestVMIIsDeterministic(t *testing.T) {
 	}
 }
 
-func TestVMIHashChangesWithSpec(t *testing.T) {
-	a, _ := VMI(input(crawler(), ""))
-	c := crawler()
-	c.Spec.RPS = 1000
-	b, _ := VMI(input(c, ""))
-	if a.Annotations[isov1.AnnotationVMISpecHash] == b.Annotations[isov1.AnnotationVMISpecHash] {
-		t.Error("a crawler resized from 2 to 4 vCPUs kept its spec hash")
+// A running VMI is replaced when what it was rendered from changes, and only then: a
+// VMI that an older release rendered differently from the same inputs keeps running.
+func TestCompare(t *testing.T) {
+	base := func() *isov1.CrawlerVM {
+		return crawler(withRTNIC(5*time.Millisecond), constrained, withUserData("#cloud-config\nruncmd: [crawler]\n"))
+	}
+	rendered := func(c *isov1.CrawlerVM, b Binding) *kubevirtv1.VirtualMachineInstance {
+		v, err := VMI(input(c, b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	// legacy is a VMI as a release before the inputs hash rendered it: no hash, and a
+	// rendering that differs in what the inputs do not decide (here isochron's own
+	// cloud-init part, a script of an older release).
+	legacy := func(c *isov1.CrawlerVM, b Binding) *kubevirtv1.VirtualMachineInstance {
+		v := rendered(c, b)
+		delete(v.Annotations, isov1.AnnotationVMIInputs)
+		for i := range v.Spec.Volumes {
+			if ci := v.Spec.Volumes[i].CloudInitNoCloud; ci != nil {
+				ci.UserData = strings.Replace(ci.UserData, "if command -v nft", "# an older release's script\nif command -v nft", 1)
+			}
+		}
+		return v
+	}
+	cases := map[string]struct {
+		running *kubevirtv1.VirtualMachineInstance
+		now     Input
+		want    Fit
+	}{
+		"same inputs": {running: rendered(base(), BindingBridge), now: input(base(), BindingBridge), want: Current},
+		"another size": {
+			running: rendered(base(), BindingBridge),
+			now:     input(func() *isov1.CrawlerVM { c := base(); c.Spec.RPS = 1000; return c }(), BindingBridge),
+			want:    Outdated,
+		},
+		"the user's cloud-init changed": {
+			running: rendered(base(), BindingBridge),
+			now:     input(func() *isov1.CrawlerVM { c := base(); c.Spec.Guest.CloudInitUserData = "#cloud-config\n"; return c }(), BindingBridge),
+			want:    Outdated,
+		},
+		"another binding": {running: rendered(base(), BindingBridge), now: input(base(), BindingSRIOV), want: Outdated},
+		"an older release's VMI of the same inputs is adopted": {running: legacy(base(), BindingBridge), now: input(base(), BindingBridge), want: Adopt},
+		"an older release's shared VMI is adopted": {
+			running: legacy(crawler(shared), ""), now: input(crawler(shared), ""), want: Adopt,
+		},
+		"an older release's VMI with the user's data alone is adopted": {
+			running: legacy(crawler(withUserData("#!/bin/sh\necho hi")), ""), now: input(crawler(withUserData("#!/bin/sh\necho hi")), ""), want: Adopt,
+		},
+		"an older release's VMI of another image is replaced": {
+			running: legacy(base(), BindingBridge),
+			now:     input(func() *isov1.CrawlerVM { c := base(); c.Spec.Guest.Image = "quay.io/org/crawler:2"; return c }(), BindingBridge),
+			want:    Outdated,
+		},
+		"an older release's VMI on another node is replaced": {
+			running: legacy(base(), BindingBridge),
+			now:     func() Input { in := input(base(), BindingBridge); in.Node = "elsewhere"; return in }(),
+			want:    Outdated,
+		},
+		"an older release's VMI of another DSCP class is replaced": {
+			running: legacy(base(), BindingBridge), now: input(crawler(withRTNIC(50*time.Millisecond), constrained, withUserData("#cloud-config\nruncmd: [crawler]\n")), BindingBridge), want: Outdated,
+		},
+		"an older release's VMI of other user data is replaced": {
+			running: legacy(base(), BindingBridge),
+			now:     input(func() *isov1.CrawlerVM { c := base(); c.Spec.Guest.CloudInitUserData = ""; return c }(), BindingBridge),
+			want:    Outdated,
+		},
+		"an older release's VMI without the RT-NIC now asked for is replaced": {
+			running: legacy(crawler(constrained, withUserData("#cloud-config\nruncmd: [crawler]\n")), ""), now: input(base(), BindingBridge), want: Outdated,
+		},
+		"an older release's VMI with tolerations no longer wanted is replaced": {
+			running: legacy(base(), BindingBridge),
+			now:     input(func() *isov1.CrawlerVM { c := base(); c.Spec.Placement.Tolerations = nil; return c }(), BindingBridge),
+			want:    Outdated,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := Compare(tc.running, tc.now); got != tc.want {
+				t.Errorf("Compare = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
 
