@@ -2,9 +2,9 @@ package render
 
 import (
 	"crypto/sha256"
-	"fmt"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"mime"

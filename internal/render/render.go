@@ -201,4 +201,3 @@ func resources(s sizing.Result) kubevirtv1.ResourceRequirements {
 	// delay; the request (a cgroup weight) is what protects them.
 	return r
 }
-
