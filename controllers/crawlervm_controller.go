@@ -42,17 +42,15 @@ type CrawlerVMReconciler struct {
 	// decision never misses a reservation the cache has not seen yet.
 	APIReader client.Reader
 	Recorder  record.EventRecorder
-	// MaxConcurrentReconciles is how many crawlers reconcile at once; placement
-	// decisions among them are serialised (see decide).
-	MaxConcurrentReconciles int
-	// Probes are the probe Jobs' image and timing.
-	Probes slo.Options
-	// Clock tells the time of probe schedules and results and of the metrics.
-	Clock clock.PassiveClock
-	// Registry is where SetupWithManager registers the reconciler's metrics: the
-	// manager's metrics endpoint (controller-runtime's registry) unless set otherwise,
-	// as when a test runs several replicas in one process.
-	Registry prometheus.Registerer
+	// concurrency is how many crawlers reconcile at once; placement decisions among them
+	// are serialised (see decide).
+	concurrency int
+	// probes are the probe Jobs' image and timing.
+	probes slo.Options
+	// clock tells the time of probe schedules, backoffs and results, and of the metrics.
+	clock clock.PassiveClock
+	// registry is where SetupWithManager registers the reconciler's metrics.
+	registry prometheus.Registerer
 
 	metrics *metrics
 	// decide serialises placement decisions: each one reads every reservation made
@@ -60,18 +58,41 @@ type CrawlerVMReconciler struct {
 	decide sync.Mutex
 }
 
-// NewCrawlerVMReconciler is the reconciler wired to mgr's clients, reconciling up to
-// concurrency crawlers at once.
-func NewCrawlerVMReconciler(mgr ctrl.Manager, concurrency int) *CrawlerVMReconciler {
-	return &CrawlerVMReconciler{
-		Client:                  mgr.GetClient(),
-		APIReader:               mgr.GetAPIReader(),
-		Recorder:                mgr.GetEventRecorderFor(isov1.ManagedBy),
-		MaxConcurrentReconciles: concurrency,
-		Probes:                  slo.DefaultOptions(slo.DefaultImage),
-		Clock:                   clock.RealClock{},
-		Registry:                ctrlmetrics.Registry,
+// Option sets up a CrawlerVMReconciler (Kueue's style: WithClock and the like).
+type Option func(*CrawlerVMReconciler)
+
+// WithConcurrency reconciles up to n crawlers at once (default 1).
+func WithConcurrency(n int) Option { return func(r *CrawlerVMReconciler) { r.concurrency = n } }
+
+// WithProbes sets the probe Jobs' image and timing (default slo.DefaultOptions).
+func WithProbes(o slo.Options) Option { return func(r *CrawlerVMReconciler) { r.probes = o } }
+
+// WithClock tells the reconciler the time: tests pass a fake clock to step through
+// schedules, backoffs and rate limits without sleeping.
+func WithClock(c clock.PassiveClock) Option { return func(r *CrawlerVMReconciler) { r.clock = c } }
+
+// WithRegistry registers the reconciler's metrics on reg instead of the manager's metrics
+// endpoint (controller-runtime's registry), as when a test runs several replicas in one
+// process.
+func WithRegistry(reg prometheus.Registerer) Option {
+	return func(r *CrawlerVMReconciler) { r.registry = reg }
+}
+
+// NewCrawlerVMReconciler is the reconciler wired to mgr's clients.
+func NewCrawlerVMReconciler(mgr ctrl.Manager, opts ...Option) *CrawlerVMReconciler {
+	r := &CrawlerVMReconciler{
+		Client:      mgr.GetClient(),
+		APIReader:   mgr.GetAPIReader(),
+		Recorder:    mgr.GetEventRecorderFor(isov1.ManagedBy),
+		concurrency: 1,
+		probes:      slo.DefaultOptions(slo.DefaultImage),
+		clock:       clock.RealClock{},
+		registry:    ctrlmetrics.Registry,
 	}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
 }
 
 // +kubebuilder:rbac:groups=isochron.io,resources=crawlervms,verbs=get;list;watch
@@ -145,8 +166,8 @@ func (r *CrawlerVMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &isov1.CrawlerVM{}, indexRTNetwork, rtNetworkIndex); err != nil {
 		return err
 	}
-	r.metrics = newMetrics(r.Clock.Now())
-	if err := r.metrics.register(r.Registry, newNodeCollector(r, mgr.Elected())); err != nil {
+	r.metrics = newMetrics(r.clock.Now())
+	if err := r.metrics.register(r.registry, newNodeCollector(r, mgr.Elected())); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
@@ -163,7 +184,7 @@ func (r *CrawlerVMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return b.WithOptions(controller.Options{
 		// Decisions are serialised by r.decide; leader election keeps one replica.
-		MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles),
+		MaxConcurrentReconciles: max(1, r.concurrency),
 	}).
 		Named("crawlervm").
 		Complete(r)

@@ -52,7 +52,7 @@ func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, s
 			return false, nil
 		}
 	}
-	began := r.Clock.Now()
+	began := r.clock.Now()
 	inv, err := r.gather(ctx, r.APIReader)
 	if err != nil {
 		return true, err
@@ -60,7 +60,7 @@ func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, s
 	held := cvm.Status.Placement
 	placedNow := apimeta.IsStatusConditionTrue(cvm.Status.Conditions, isov1.ConditionPlaced)
 	d := placement.NewPlanner(inv.nodes, inv.residents).Place(inventory.Request(cvm))
-	r.metrics.placementDuration.Observe(r.Clock.Since(began).Seconds())
+	r.metrics.placementDuration.Observe(r.clock.Since(began).Seconds())
 	result := "placed"
 	if !d.Placed() {
 		result = "unschedulable"

@@ -41,7 +41,7 @@ func (r *CrawlerVMReconciler) runProbes(ctx context.Context, cvm *isov1.CrawlerV
 			return 0, err
 		}
 	}
-	st := slo.State{Now: r.Clock.Now(), Last: cvm.Status.LastProbe}
+	st := slo.State{Now: r.clock.Now(), Last: cvm.Status.LastProbe}
 	if running != nil {
 		st.VMIUID = string(running.UID)
 	}
@@ -92,7 +92,7 @@ func (r *CrawlerVMReconciler) record(ctx context.Context, cvm *isov1.CrawlerVM, 
 	if err := r.APIReader.List(ctx, pods, client.InNamespace(cvm.Namespace), client.MatchingLabels{batchv1.JobNameLabel: newest.Name}); err != nil {
 		return fmt.Errorf("reading the pod of probe Job %s: %w", newest.Name, err)
 	}
-	res := slo.Outcome(cvm, newest, slo.TerminationMessage(pods.Items), r.Clock.Now())
+	res := slo.Outcome(cvm, newest, slo.TerminationMessage(pods.Items), r.clock.Now())
 	cvm.Status.LastProbe = &res
 	r.metrics.probeRuns.WithLabelValues(string(res.Verdict)).Inc()
 	kind := corev1.EventTypeWarning
@@ -118,7 +118,7 @@ func (r *CrawlerVMReconciler) startProbe(ctx context.Context, cvm *isov1.Crawler
 	if err != nil {
 		return "", err
 	}
-	job := slo.Job(cvm, run, target, r.Probes)
+	job := slo.Job(cvm, run, target, r.probes)
 	if err := r.Create(ctx, job); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			return "", nil // a run is never repeated under its name; it is recorded or running

@@ -20,6 +20,7 @@ import (
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/controllers"
+	"isochron.io/isochron/internal/slo"
 	"isochron.io/isochron/test/support/testenv"
 )
 
@@ -56,9 +57,9 @@ func run(m *testing.M) int {
 	if err != nil {
 		panic(err)
 	}
-	r := controllers.NewCrawlerVMReconciler(mgr, 4)
-	// A short grace lets the Job controller time a probe out within a test.
-	r.Probes.Image, r.Probes.Grace = "isochron/rtprobe:test", 2*time.Second
+	probes := slo.DefaultOptions("isochron/rtprobe:test")
+	probes.Grace = 2 * time.Second // a short grace lets the Job controller time a probe out within a test
+	r := controllers.NewCrawlerVMReconciler(mgr, controllers.WithConcurrency(4), controllers.WithProbes(probes))
 	if err := r.SetupWithManager(mgr); err != nil {
 		panic(err)
 	}

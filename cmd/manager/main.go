@@ -71,8 +71,8 @@ func main() {
 		setupLog.Error(err, "Unable to create manager")
 		os.Exit(1)
 	}
-	r := controllers.NewCrawlerVMReconciler(mgr, concurrency)
-	r.Probes = slo.Options{Image: probeImage, Grace: probeGrace, TTL: probeTTL, CPU: cpu}
+	r := controllers.NewCrawlerVMReconciler(mgr, controllers.WithConcurrency(concurrency),
+		controllers.WithProbes(slo.Options{Image: probeImage, Grace: probeGrace, TTL: probeTTL, CPU: cpu}))
 	if err := r.SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Unable to set up controller", "controller", "CrawlerVM")
 		os.Exit(1)

@@ -69,8 +69,8 @@ func replica(t *testing.T, name string, concurrency int) (stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := controllers.NewCrawlerVMReconciler(mgr, concurrency)
-	r.Registry = prometheus.NewRegistry() // each replica its own metrics, as each process has
+	// Each replica its own metrics, as each process has.
+	r := controllers.NewCrawlerVMReconciler(mgr, controllers.WithConcurrency(concurrency), controllers.WithRegistry(prometheus.NewRegistry()))
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
