@@ -481,3 +481,58 @@ func TestVMIRenderedByAnEarlierReleaseSurvives(t *testing.T) {
 		return v.UID != uid && v.Annotations[isov1.AnnotationVMIInputs] == hash
 	})
 }
+
+// A placed crawler whose refreshed prediction passes its tolerance (here a profile that
+// makes its node class twice as slow per request as it was sized for) keeps its node and
+// says so: AtRisk=True with the figure and the model's term, a Warning Event, the metric.
+func TestCrawlerAtRiskWhenItsNodeChanges(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	createNode(t, rtNode("risk-1", "it", "risk", "cpu-class", "risk"), 16)
+	c := crawler(ns, "risky", withSelector("it", "risk"))
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	waitForCrawler(t, c, "placed, within its tolerance", func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionPlaced, metav1.ConditionTrue, isov1.ReasonPlaced) &&
+			hasCondition(c, isov1.ConditionAtRisk, metav1.ConditionFalse, isov1.ReasonPredictedWithinTolerance)
+	})
+	node, vcpus := c.Status.Placement.Node, c.Status.Sizing.VCPUs
+
+	profile := &isov1.ContentionProfile{
+		ObjectMeta: metav1.ObjectMeta{Name: "risk-slower"},
+		Spec: isov1.ContentionProfileSpec{
+			NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"cpu-class": "risk"}},
+			Crawler:      &isov1.CrawlerProfile{CPUPerRequest: &metav1.Duration{Duration: 5 * time.Millisecond}},
+		},
+	}
+	if err := k8s.Create(ctx, profile); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), profile) })
+	waitForCrawler(t, c, "AtRisk", func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionAtRisk, metav1.ConditionTrue, isov1.ReasonPredictedOverTolerance)
+	})
+	msg := apimeta.FindStatusCondition(c.Status.Conditions, isov1.ConditionAtRisk).Message
+	for _, want := range []string{"node risk-1", "against the 10ms tolerance", "vcpu-headroom"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("AtRisk message %q lacks %q", msg, want)
+		}
+	}
+	if c.Status.Placement.Node != node || c.Status.Sizing.VCPUs != vcpus || c.Status.Placement.Headroom.Duration >= 0 {
+		t.Errorf("status.placement %+v, sizing %+v: want the same node and size, and a negative headroom", c.Status.Placement, c.Status.Sizing)
+	}
+	if !slices.ContainsFunc(events(t, c), func(e string) bool { return strings.HasPrefix(e, isov1.ReasonPredictedOverTolerance+": ") }) {
+		t.Errorf("no %s Event: %v", isov1.ReasonPredictedOverTolerance, events(t, c))
+	}
+	if v, ok := gauge(t, "isochron_crawler_at_risk", map[string]string{"namespace": ns, "name": "risky"}); !ok || v != 1 {
+		t.Errorf("isochron_crawler_at_risk = %v (present %v), want 1", v, ok)
+	}
+
+	if err := k8s.Delete(ctx, profile); err != nil {
+		t.Fatal(err)
+	}
+	waitForCrawler(t, c, "within its tolerance again", func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionAtRisk, metav1.ConditionFalse, isov1.ReasonPredictedWithinTolerance)
+	})
+}

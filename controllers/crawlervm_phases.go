@@ -16,6 +16,7 @@ import (
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/format"
 	"isochron.io/isochron/internal/inventory"
+	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/placement"
 	"isochron.io/isochron/internal/render"
 )
@@ -33,7 +34,7 @@ func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, s
 			return true, err
 		}
 		if inv.hasNode(cvm.Status.Placement.Node) {
-			refreshPrediction(cvm, inv)
+			r.refreshPrediction(cvm, inv)
 			return false, nil
 		}
 	}
@@ -81,6 +82,7 @@ func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, s
 		setCondition(cvm, isov1.ConditionPlaced, false, isov1.ReasonUnschedulable, msg)
 		if held == nil {
 			setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonNotPlaced, "waiting for a node: "+d.Reason)
+			apimeta.RemoveStatusCondition(&cvm.Status.Conditions, isov1.ConditionAtRisk) // it holds no node
 		}
 		return held == nil, st.persist(ctx, cvm)
 	}
@@ -97,6 +99,9 @@ func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, s
 	setCondition(cvm, isov1.ConditionPlaced, true, isov1.ReasonPlaced,
 		fmt.Sprintf("node %s holds %s; predicted interval error %s (%s) within %s; %s CPU left there",
 			d.Node, holds, format.Duration(d.Predicted), d.Cause, format.Duration(cvm.Spec.ErrorBudget.Tolerance.Duration), format.CPU(d.FreeCPUMilli)))
+	// A node is chosen only where every crawler stays within budget.
+	risk, reason, msg := atRisk(d.Node, model.Prediction{Error: d.Predicted, Cause: d.Cause, Within: true}, cvm.Spec.ErrorBudget.Tolerance.Duration)
+	setCondition(cvm, isov1.ConditionAtRisk, risk, reason, msg)
 	// Persist the reservation before the next decision may read it.
 	return false, st.persist(ctx, cvm)
 }
@@ -118,14 +123,19 @@ func placementStatus(cvm *isov1.CrawlerVM, node string, predicted time.Duration)
 }
 
 // refreshPrediction updates a placed crawler's predicted error for what is on its node
-// now (neighbours come and go, profiles change).
-func refreshPrediction(cvm *isov1.CrawlerVM, inv *clusterInventory) {
+// now (neighbours come and go, profiles change) and says whether that puts it at risk.
+func (r *CrawlerVMReconciler) refreshPrediction(cvm *isov1.CrawlerVM, inv *clusterInventory) {
 	node := cvm.Status.Placement.Node
 	pred, ok := inv.predict(cvm.Namespace + "/" + cvm.Name)
 	if !ok {
 		return
 	}
 	cvm.Status.Placement = placementStatus(cvm, node, pred.Error)
+	risk, reason, msg := atRisk(node, pred, cvm.Spec.ErrorBudget.Tolerance.Duration)
+	if risk && !apimeta.IsStatusConditionTrue(cvm.Status.Conditions, isov1.ConditionAtRisk) {
+		r.Recorder.Event(cvm, corev1.EventTypeWarning, reason, msg)
+	}
+	setCondition(cvm, isov1.ConditionAtRisk, risk, reason, msg)
 }
 
 // runVMI makes the VMI match the reservation in status and reports its phase. VMI specs

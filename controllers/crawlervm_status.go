@@ -2,12 +2,15 @@ package controllers
 
 import (
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/format"
+	"isochron.io/isochron/internal/model"
 )
 
 // maxMessage bounds condition messages well under the API's 32 KiB.
@@ -34,6 +37,18 @@ func setConditionStatus(cvm *isov1.CrawlerVM, typ string, status metav1.Conditio
 		Message:            message,
 		ObservedGeneration: cvm.Generation,
 	})
+}
+
+// atRisk is the AtRisk condition for a crawler's prediction on its node: True, with the
+// figure and the model's message (the term, its figures, what to do), when it is not
+// within the crawler's tolerance. It does no I/O.
+func atRisk(node string, pred model.Prediction, tolerance time.Duration) (bool, string, string) {
+	if pred.Within {
+		return false, isov1.ReasonPredictedWithinTolerance, fmt.Sprintf("predicted interval error %s (%s) on node %s is within the %s tolerance",
+			format.Duration(pred.Error), pred.Cause, node, format.Duration(tolerance))
+	}
+	return true, isov1.ReasonPredictedOverTolerance, fmt.Sprintf("with what node %s holds now, the predicted interval error is %s (%s) against the %s tolerance: %s",
+		node, model.FormatError(pred.Error), pred.Cause, format.Duration(tolerance), pred.Message)
 }
 
 // readiness turns what KubeVirt reports of the VMI into the Ready condition.

@@ -62,7 +62,13 @@ func (inv *clusterInventory) hasNode(name string) bool {
 }
 
 // predict is the model's prediction for the crawler key where it is placed, with every
-// crawler on its node.
+// crawler on its node, and, when it is not within the crawler's budget, the model's
+// message saying why.
 func (inv *clusterInventory) predict(key string) (model.Prediction, bool) {
-	return placement.NewPlanner(inv.nodes, inv.residents).Prediction(key)
+	p := placement.NewPlanner(inv.nodes, inv.residents)
+	pred, ok := p.Prediction(key)
+	if ok && !pred.Within {
+		pred.Message = p.Explain(key)
+	}
+	return pred, ok
 }

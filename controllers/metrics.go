@@ -34,6 +34,7 @@ type metrics struct {
 	placed             *prometheus.GaugeVec
 	ready              *prometheus.GaugeVec
 	sloConfirmed       *prometheus.GaugeVec
+	atRisk             *prometheus.GaugeVec
 	placementDecisions *prometheus.CounterVec
 	placementDuration  prometheus.Histogram
 
@@ -99,6 +100,10 @@ func newMetrics(start time.Time) *metrics {
 			Name: "isochron_crawler_slo_confirmed",
 			Help: "The SLOConfirmed condition: 1 when the last probe of the current spec confirmed the crawler's SLO, 0 when it did not (refuted, inconclusive, failed); absent while unknown.",
 		}, crawlerLabels()),
+		atRisk: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "isochron_crawler_at_risk",
+			Help: "The AtRisk condition: 1 when the crawler's prediction on its node, refreshed for what is there now, exceeds its tolerance, 0 while within; absent while it holds no node.",
+		}, crawlerLabels()),
 		placementDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "isochron_placement_decisions_total",
 			Help: "Placement decisions, by result: placed or unschedulable.",
@@ -124,7 +129,7 @@ func newMetrics(start time.Time) *metrics {
 // crawlerGauges are the gauges with a series per crawler.
 func (m *metrics) crawlerGauges() []*prometheus.GaugeVec {
 	return []*prometheus.GaugeVec{m.predictedError, m.measuredError, m.toleranceSeconds, m.rtnicMisses, m.sloConfirmed,
-		m.objectiveRatio, m.budgetRemaining, m.placed, m.ready}
+		m.objectiveRatio, m.budgetRemaining, m.placed, m.ready, m.atRisk}
 }
 
 // register adds the metrics, and the node collector, to reg.
@@ -149,6 +154,7 @@ func (m *metrics) observe(cvm *isov1.CrawlerVM) {
 	m.objectiveRatio.WithLabelValues(ns, name).Set(obj / 100)
 	conditionGauge(m.placed, cvm, isov1.ConditionPlaced)
 	conditionGauge(m.ready, cvm, isov1.ConditionReady)
+	conditionGauge(m.atRisk, cvm, isov1.ConditionAtRisk)
 	// The counters exist from 0 before the first probe adds to them, so that
 	// increase() over a window sees that first probe too.
 	m.probeIntervals.WithLabelValues(ns, name)

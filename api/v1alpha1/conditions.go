@@ -13,6 +13,11 @@ const (
 	// SLO as met, False when it measured it broken or could not judge it, Unknown while no
 	// probe of the current spec has finished.
 	ConditionSLOConfirmed = "SLOConfirmed"
+	// ConditionAtRisk is True when the crawler's prediction on its node, refreshed for
+	// what is there now (neighbours, profiles, calibration), exceeds its tolerance: the
+	// message gives the figure and the model's term; False while it is within; absent
+	// while the crawler holds no node.
+	ConditionAtRisk = "AtRisk"
 	// ConditionReconciling is present (True) while the crawler is being placed or its
 	// VMI is starting or being replaced: kstatus reads it as InProgress.
 	ConditionReconciling = "Reconciling"
@@ -30,6 +35,15 @@ const (
 	// ReasonUnschedulable: no node can host the crawler within every crawler's budget;
 	// the message gives each node's binding constraint.
 	ReasonUnschedulable = "Unschedulable"
+)
+
+// Reasons of the AtRisk condition.
+const (
+	// ReasonPredictedWithinTolerance: the refreshed prediction is within the tolerance.
+	ReasonPredictedWithinTolerance = "PredictedWithinTolerance"
+	// ReasonPredictedOverTolerance: the refreshed prediction exceeds the tolerance (or an
+	// RT-NIC deadline cannot be met); also the reason of the Warning Event when it turns so.
+	ReasonPredictedOverTolerance = "PredictedOverTolerance"
 )
 
 // Reasons of the Ready condition (also the Stalled and Reconciling conditions', which

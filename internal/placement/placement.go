@@ -94,10 +94,15 @@ type Decision struct {
 	Neighbours []model.Prediction
 }
 
-// evaluate is the contention model's prediction of every crawler in ws on n, without
-// messages (model.Evaluate), sorted by key.
-func (n *Node) evaluate(ws []model.Workload) []model.Prediction {
-	return model.Evaluate(model.Node{CPUs: n.CapacityCPUs, Params: n.Params}, ws)
+// evaluate is the contention model's prediction of every crawler in ws on n, sorted by
+// key: without messages (model.Evaluate) for deciding, with them (model.Predict) for
+// reporting.
+func (n *Node) evaluate(ws []model.Workload, messages bool) []model.Prediction {
+	m := model.Node{CPUs: n.CapacityCPUs, Params: n.Params}
+	if messages {
+		return model.Predict(m, ws)
+	}
+	return model.Evaluate(m, ws)
 }
 
 // Placed reports whether a node was chosen.
@@ -223,7 +228,16 @@ func (p *Planner) Commit(req Request, d Decision) {
 
 // Prediction is the model's prediction for the crawler key on the node the planner holds
 // it on, with every crawler there; false when it holds no such crawler.
-func (p *Planner) Prediction(key string) (model.Prediction, bool) {
+func (p *Planner) Prediction(key string) (model.Prediction, bool) { return p.prediction(key, false) }
+
+// Explain is the model's message for the crawler key where the planner holds it (the
+// dominant term, its figures and what to do), "" when it holds no such crawler.
+func (p *Planner) Explain(key string) string {
+	pred, _ := p.prediction(key, true)
+	return pred.Message
+}
+
+func (p *Planner) prediction(key string, messages bool) (model.Prediction, bool) {
 	i, ok := p.where[key]
 	if !ok {
 		return model.Prediction{}, false
@@ -232,7 +246,7 @@ func (p *Planner) Prediction(key string) (model.Prediction, bool) {
 	for _, r := range p.residents[i] {
 		ws = append(ws, r.Workload)
 	}
-	for _, pred := range p.nodes[i].evaluate(ws) {
+	for _, pred := range p.nodes[i].evaluate(ws, messages) {
 		if pred.Key == key {
 			return pred, true
 		}
@@ -450,7 +464,7 @@ func (p *Planner) explain(req Request, self int, rejected []rejectedCandidate) s
 	for _, r := range rejected {
 		ws := p.workloads(make([]model.Workload, 0, len(p.residents[r.c.i])+1), req, r.c)
 		if r.preds == nil { // skipped by pushedOver: predict now, to name the neighbour
-			r.preds = p.nodes[r.c.i].evaluate(ws)
+			r.preds = p.nodes[r.c.i].evaluate(ws, false)
 		}
 		reject(p.nodes[r.c.i].Name, overBudget(req.Key, ws, r.preds))
 	}
@@ -488,7 +502,7 @@ func (p *Planner) workloads(buf []model.Workload, req Request, c candidate) []mo
 func (p *Planner) predict(req Request, c candidate, scratch *[]model.Workload) (Decision, *rejectedCandidate) {
 	n := &p.nodes[c.i]
 	*scratch = p.workloads(*scratch, req, c)
-	preds := n.evaluate(*scratch)
+	preds := n.evaluate(*scratch, false)
 	for _, pr := range preds {
 		if !pr.Within {
 			return Decision{}, &rejectedCandidate{c: c, preds: preds}

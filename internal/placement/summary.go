@@ -54,7 +54,7 @@ func (p *Planner) summarize() ([]NodeSummary, map[string]model.Prediction) {
 		for _, r := range p.residents[i] {
 			ws = append(ws, r.Workload)
 		}
-		for _, pred := range n.evaluate(ws) {
+		for _, pred := range n.evaluate(ws, false) {
 			preds[pred.Key] = pred
 			s.Crawlers = append(s.Crawlers, pred.Key)
 			s.WorstPredicted = max(s.WorstPredicted, pred.Error)

@@ -50,7 +50,7 @@ var (
 )
 
 // The runbook anchors in docs/operations.md that alerts may point at.
-var runbookAnchors = []string{"slo-burn-rate", "slo-refuted", "crawler-unplaceable", "probe-failures", "operator-down"}
+var runbookAnchors = []string{"slo-burn-rate", "slo-refuted", "crawler-unplaceable", "crawler-at-risk", "probe-failures", "operator-down"}
 
 // --- reading the repository ---------------------------------------------------
 
