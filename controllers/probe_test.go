@@ -403,3 +403,54 @@ func TestNoSecondProbeWhileOneRuns(t *testing.T) {
 		t.Errorf("%d probe Jobs, want 1", len(jobs))
 	}
 }
+
+// A failed probe is not left until the next schedule slot or spec change: it is tried
+// again once its backoff (a minute after the first failure) has passed, and only then.
+func TestFailedProbeIsRetriedAfterItsBackoff(t *testing.T) {
+	c, vmi := runningCrawler(t, namespace(t), "retried", "")
+	_, pod := waitForProbePod(t, c)
+	r := report.Report{Version: report.Version, Objective: 99.999, Error: "no CPU for the probe"}
+	b, _ := r.Marshal()
+	finishPod(t, pod, 1, string(b))
+	waitForSLO(t, c, metav1.ConditionFalse, isov1.ReasonProbeFailed)
+	if lp := c.Status.LastProbe; lp.ConsecutiveFailures != 1 {
+		t.Errorf("lastProbe.consecutiveFailures = %d, want 1", lp.ConsecutiveFailures)
+	}
+	if msg := condition(c, isov1.ConditionSLOConfirmed); !strings.Contains(msg, "tried again at") {
+		t.Errorf("SLOConfirmed %q does not say when the probe is tried again", msg)
+	}
+	// touch makes the crawler reconcile, as any change of its VMI does.
+	touch := func(what string) {
+		t.Helper()
+		get(t, vmi)
+		if vmi.Annotations == nil {
+			vmi.Annotations = map[string]string{}
+		}
+		vmi.Annotations["test/touched"] = what
+		if err := k8s.Update(context.Background(), vmi); err != nil {
+			t.Fatal(err)
+		}
+	}
+	retries := func() []string {
+		var names []string
+		for _, j := range probeJobs(t, c) {
+			if j.Annotations[isov1.AnnotationProbeTrigger] == string(isov1.TriggerRetry) {
+				names = append(names, j.Name)
+			}
+		}
+		return names
+	}
+
+	// The reconcile that recorded the failure (its status is what waitForSLO saw) decided
+	// the next probe too: none yet, within the backoff.
+	if got := retries(); len(got) != 0 {
+		t.Fatalf("retry Jobs %v started within the backoff", got)
+	}
+
+	clk.Step(61 * time.Second)
+	touch("after the backoff")
+	eventually(t, "a retry probe Job", func() (bool, string) {
+		got := retries()
+		return len(got) == 1, fmt.Sprintf("retry Jobs %v", got)
+	})
+}

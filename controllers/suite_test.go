@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,7 +32,31 @@ var (
 	k8s    client.Client // an uncached client, as a user would see the API
 	scheme *runtime.Scheme
 	cfg    *rest.Config
+	// clk is the reconciler's clock: the real time plus what a test stepped it by, so
+	// that a test steps through a backoff instead of sleeping through it.
+	clk = &steppedClock{}
 )
+
+// steppedClock is the real clock moved on by Step.
+type steppedClock struct {
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+func (c *steppedClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset)
+}
+
+func (c *steppedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// Step moves the clock on by d.
+func (c *steppedClock) Step(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.offset += d
+}
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -59,7 +84,7 @@ func run(m *testing.M) int {
 	}
 	probes := slo.DefaultOptions("isochron/rtprobe:test")
 	probes.Grace = 2 * time.Second // a short grace lets the Job controller time a probe out within a test
-	r := controllers.NewCrawlerVMReconciler(mgr, controllers.WithConcurrency(4), controllers.WithProbes(probes))
+	r := controllers.NewCrawlerVMReconciler(mgr, controllers.WithConcurrency(4), controllers.WithProbes(probes), controllers.WithClock(clk))
 	if err := r.SetupWithManager(mgr); err != nil {
 		panic(err)
 	}

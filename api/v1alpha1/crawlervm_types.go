@@ -213,7 +213,7 @@ const (
 )
 
 // ProbeTrigger is why a probe ran.
-// +kubebuilder:validation:Enum=Start;SpecChange;Schedule
+// +kubebuilder:validation:Enum=Start;SpecChange;Schedule;Retry
 type ProbeTrigger string
 
 const (
@@ -223,6 +223,9 @@ const (
 	TriggerSpecChange ProbeTrigger = "SpecChange"
 	// TriggerSchedule: spec.probe.schedule fired.
 	TriggerSchedule ProbeTrigger = "Schedule"
+	// TriggerRetry: the last probe of the spec failed or timed out, and its backoff
+	// passed.
+	TriggerRetry ProbeTrigger = "Retry"
 )
 
 // ProbeResult is the outcome of one probe run.
@@ -232,7 +235,7 @@ type ProbeResult struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	Job string `json:"job,omitempty"`
-	// trigger is why the probe ran: Start, SpecChange or Schedule.
+	// trigger is why the probe ran: Start, SpecChange, Schedule or Retry.
 	// +required
 	Trigger ProbeTrigger `json:"trigger,omitempty"`
 	// observedGeneration is the spec generation the probe measured.
@@ -272,6 +275,12 @@ type ProbeResult struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
 	Message string `json:"message,omitempty"`
+	// consecutiveFailures is how many probes of this spec and VMI in a row, this one
+	// included, failed or timed out; absent after one that judged. It sets the backoff
+	// before the next try.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	ConsecutiveFailures int32 `json:"consecutiveFailures,omitempty"`
 }
 
 // MeasuredIntervalError is what a probe's gateway measured of a crawler's requests.

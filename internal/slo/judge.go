@@ -96,6 +96,13 @@ func Outcome(cvm *isov1.CrawlerVM, job *batchv1.Job, termination string, now tim
 	if len(res.Message) > maxMessage {
 		res.Message = res.Message[:maxMessage-3] + "..."
 	}
+	if res.Verdict == isov1.VerdictFailed || res.Verdict == isov1.VerdictTimedOut {
+		res.ConsecutiveFailures = 1
+		if prev := cvm.Status.LastProbe; prev != nil && prev.ObservedGeneration == res.ObservedGeneration &&
+			prev.VMIUID == res.VMIUID && prev.ConsecutiveFailures > 0 {
+			res.ConsecutiveFailures = prev.ConsecutiveFailures + 1
+		}
+	}
 	return res
 }
 
@@ -194,7 +201,12 @@ func Condition(cvm *isov1.CrawlerVM, st State) (metav1.ConditionStatus, string, 
 		if last.Verdict == isov1.VerdictConfirmed {
 			status = metav1.ConditionTrue
 		}
-		return status, last.Reason, last.Message
+		msg := last.Message
+		if due, retry := RetryDue(last); retry {
+			msg = fmt.Sprintf("%s; the probe is tried again at %s (failure %d in a row, backoff %s)",
+				msg, due.UTC().Format(time.RFC3339), last.ConsecutiveFailures, format.Duration(RetryBackoff(last.ConsecutiveFailures)))
+		}
+		return status, last.Reason, msg
 	}
 	switch {
 	case st.Active != nil && !st.Active.Deleting && st.VMIUID != "" && st.Active.Run.VMIUID == st.VMIUID && st.Active.Run.Generation == cvm.Generation:

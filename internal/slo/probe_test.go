@@ -222,6 +222,14 @@ func last(gen int64, vmi string, start time.Time) *isov1.ProbeResult {
 	return &isov1.ProbeResult{Job: "j", ObservedGeneration: gen, VMIUID: vmi, StartTime: metav1.Time{Time: start}, Verdict: isov1.VerdictConfirmed, Reason: isov1.ReasonSLOMet}
 }
 
+// failedAt is a last probe of generation 3 on vmi-1 that failed at completion, the n-th
+// failure in a row.
+func failedAt(completion time.Time, n int32) *isov1.ProbeResult {
+	l := last(3, "vmi-1", completion.Add(-10*time.Minute))
+	l.Verdict, l.Reason, l.CompletionTime, l.ConsecutiveFailures = isov1.VerdictFailed, isov1.ReasonProbeFailed, &metav1.Time{Time: completion}, n
+	return l
+}
+
 func TestNext(t *testing.T) {
 	now := t0.Add(90 * time.Minute) // 04:30
 	tests := map[string]struct {
@@ -257,6 +265,43 @@ func TestNext(t *testing.T) {
 			cvm:  crawler(withSchedule("@hourly")),
 			st:   State{Now: now, VMIUID: "vmi-1", Last: last(3, "vmi-1", t0.Add(time.Second))},
 			want: Decision{Start: &Run{Trigger: isov1.TriggerSchedule, Generation: 3, VMIUID: "vmi-1", Slot: t0.Add(time.Hour)}},
+		},
+		"failed, backoff not over: look again when it is": {
+			cvm:  crawler(),
+			st:   State{Now: now, VMIUID: "vmi-1", Last: failedAt(now.Add(-30*time.Second), 1)},
+			want: Decision{After: 30 * time.Second},
+		},
+		"failed, backoff over: retry": {
+			cvm:  crawler(),
+			st:   State{Now: now, VMIUID: "vmi-1", Last: failedAt(now.Add(-time.Minute), 1)},
+			want: Decision{Start: &Run{Trigger: isov1.TriggerRetry, Generation: 3, VMIUID: "vmi-1", Slot: now}},
+		},
+		"failed three times: four minutes": {
+			cvm:  crawler(),
+			st:   State{Now: now, VMIUID: "vmi-1", Last: failedAt(now.Add(-3*time.Minute), 3)},
+			want: Decision{After: time.Minute},
+		},
+		"timed out: retried too": {
+			cvm: crawler(),
+			st: State{Now: now, VMIUID: "vmi-1", Last: func() *isov1.ProbeResult {
+				l := failedAt(now.Add(-2*time.Minute), 1)
+				l.Verdict, l.Reason = isov1.VerdictTimedOut, isov1.ReasonProbeTimedOut
+				return l
+			}()},
+			want: Decision{Start: &Run{Trigger: isov1.TriggerRetry, Generation: 3, VMIUID: "vmi-1", Slot: now.Add(-time.Minute)}},
+		},
+		"failed, the schedule comes before the backoff ends": {
+			cvm:  crawler(withSchedule("*/5 * * * *")),
+			st:   State{Now: now, VMIUID: "vmi-1", Last: failedAt(now.Add(-10*time.Minute), 6)}, // backoff 32m; started 20m ago
+			want: Decision{Start: &Run{Trigger: isov1.TriggerSchedule, Generation: 3, VMIUID: "vmi-1", Slot: now.Add(-15 * time.Minute)}},
+		},
+		"inconclusive: no retry before the schedule": {
+			cvm: crawler(),
+			st: State{Now: now, VMIUID: "vmi-1", Last: func() *isov1.ProbeResult {
+				l := last(3, "vmi-1", t0)
+				l.Verdict, l.Reason = isov1.VerdictInconclusive, isov1.ReasonInsufficientSamples
+				return l
+			}()},
 		},
 		"active probe of the current spec: wait, never a second": {
 			cvm: crawler(withSchedule("@hourly")),
@@ -321,6 +366,17 @@ func rep(n int64, atUs float64, sent, late, lost int64) report.Report {
 		r.RTT = &rtt.Result{Summary: s.WithDeadline(5000, late+lost), Sent: sent, Late: late, Lost: lost, AtObjective: f(4000)}
 	}
 	return r
+}
+
+func TestRetryBackoff(t *testing.T) {
+	for n, want := range map[int32]time.Duration{
+		1: time.Minute, 2: 2 * time.Minute, 3: 4 * time.Minute, 6: 32 * time.Minute,
+		7: time.Hour, 8: time.Hour, 100: time.Hour,
+	} {
+		if got := RetryBackoff(n); got != want {
+			t.Errorf("RetryBackoff(%d) = %s, want %s", n, got, want)
+		}
+	}
 }
 
 func TestJudge(t *testing.T) {
@@ -464,11 +520,41 @@ func TestOutcome(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			res := Outcome(crawler(), tc.job, tc.termination, t0.Add(time.Hour))
+			if failed := tc.verdict == isov1.VerdictFailed || tc.verdict == isov1.VerdictTimedOut; (res.ConsecutiveFailures == 1) != failed {
+				t.Errorf("consecutiveFailures = %d for a %s probe", res.ConsecutiveFailures, tc.verdict)
+			}
 			if res.Verdict != tc.verdict || res.Reason != tc.reason || !strings.Contains(res.Message, tc.message) {
 				t.Errorf("Outcome = %s/%s %q, want %s/%s containing %q", res.Verdict, res.Reason, res.Message, tc.verdict, tc.reason, tc.message)
 			}
 			if res.Job != tc.job.Name || res.ObservedGeneration != 3 || res.VMIUID != "vmi-1" || res.Trigger != isov1.TriggerStart || !res.StartTime.Equal(&metav1.Time{Time: t0}) {
 				t.Errorf("Outcome identity %+v", res)
+			}
+		})
+	}
+}
+
+// Failures in a row of one spec and VMI are counted; a judged probe, or a failure of
+// another spec or VMI, starts the count again.
+func TestOutcomeCountsFailuresInARow(t *testing.T) {
+	failedJob := job(batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded})
+	good, _ := rep(480_000, 2100, 0, 0, 0).Marshal()
+	completeJob := job(batchv1.JobCondition{Type: batchv1.JobComplete, Status: corev1.ConditionTrue})
+	cases := map[string]struct {
+		prev *isov1.ProbeResult
+		job  *batchv1.Job
+		want int32
+	}{
+		"after a failure of the same spec and VMI": {prev: failedAt(t0, 2), job: failedJob, want: 3},
+		"after a judged probe":                     {prev: last(3, "vmi-1", t0), job: failedJob, want: 1},
+		"after a failure of an older spec":         {prev: func() *isov1.ProbeResult { l := failedAt(t0, 4); l.ObservedGeneration = 2; return l }(), job: failedJob, want: 1},
+		"a judged probe ends the count":            {prev: failedAt(t0, 4), job: completeJob, want: 0},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := crawler()
+			c.Status.LastProbe = tc.prev
+			if got := Outcome(c, tc.job, string(good), t0.Add(time.Hour)).ConsecutiveFailures; got != tc.want {
+				t.Errorf("consecutiveFailures = %d, want %d", got, tc.want)
 			}
 		})
 	}
@@ -504,6 +590,7 @@ func TestCondition(t *testing.T) {
 		"old spec's result, probe running":      {State{VMIUID: "vmi-1", Last: last(2, "vmi-1", t0), Active: &Active{Name: "a", Run: Run{Generation: 3, VMIUID: "vmi-1"}}}, metav1.ConditionUnknown, isov1.ReasonProbeRunning},
 		"VMI not running":                       {State{Last: last(3, "vmi-1", t0)}, metav1.ConditionUnknown, isov1.ReasonProbePending},
 		"not probed yet":                        {State{VMIUID: "vmi-1"}, metav1.ConditionUnknown, isov1.ReasonProbePending},
+		"failed, retried later":                 {State{VMIUID: "vmi-1", Last: failedAt(t0, 2)}, metav1.ConditionFalse, isov1.ReasonProbeFailed},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -512,6 +599,9 @@ func TestCondition(t *testing.T) {
 				t.Errorf("Condition = %s/%s, want %s/%s", status, reason, tc.status, tc.reason)
 			}
 		})
+	}
+	if _, _, msg := Condition(crawler(), State{VMIUID: "vmi-1", Last: failedAt(t0, 2)}); !strings.Contains(msg, "tried again at "+t0.Add(2*time.Minute).UTC().Format(time.RFC3339)+" (failure 2 in a row, backoff 2m0s)") {
+		t.Errorf("the condition of a failed probe does not say when it is retried: %q", msg)
 	}
 }
 

@@ -66,16 +66,53 @@ func Next(cvm *isov1.CrawlerVM, st State) (Decision, error) {
 		}
 		return Decision{Start: &Run{Trigger: trigger, Generation: cvm.Generation, VMIUID: st.VMIUID}}, nil
 	}
-	if sched == nil {
+	// A failed or timed-out probe is tried again after its backoff, unless the schedule
+	// comes first.
+	var next time.Time
+	trigger := isov1.TriggerSchedule
+	if sched != nil {
+		next = sched.Next(st.Last.StartTime.Time)
+	}
+	if due, retry := RetryDue(st.Last); retry && (next.IsZero() || due.Before(next)) {
+		next, trigger = due, isov1.TriggerRetry
+	}
+	if next.IsZero() {
 		return Decision{}, nil
 	}
-	next := sched.Next(st.Last.StartTime.Time)
 	if !next.After(st.Now) {
 		// Slots missed while the operator was away are not caught up: one run fills the
 		// first of them, and the schedule continues from its start.
-		return Decision{Start: &Run{Trigger: isov1.TriggerSchedule, Generation: cvm.Generation, VMIUID: st.VMIUID, Slot: next.UTC()}}, nil
+		return Decision{Start: &Run{Trigger: trigger, Generation: cvm.Generation, VMIUID: st.VMIUID, Slot: next.UTC()}}, nil
 	}
 	return Decision{After: next.Sub(st.Now)}, nil
+}
+
+// Retries of a failed or timed-out probe wait RetryBackoff(n) after the n-th failure in a
+// row: a minute, doubled each time, at most an hour. A probe that failed says nothing of
+// the SLO, so a crawler is not left unmeasured until its next schedule slot or spec
+// change; the doubling keeps a probe that cannot succeed (an image that cannot be pulled,
+// no CPU for the probe pod) from loading the cluster, and the cap keeps trying hourly.
+const (
+	RetryBackoffBase = time.Minute
+	RetryBackoffMax  = time.Hour
+)
+
+// RetryBackoff is the wait after the n-th failed or timed-out probe in a row (n >= 1).
+func RetryBackoff(n int32) time.Duration {
+	d := RetryBackoffBase
+	for i := int32(1); i < n && d < RetryBackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, RetryBackoffMax)
+}
+
+// RetryDue is when a probe after last is due, when last failed or timed out.
+func RetryDue(last *isov1.ProbeResult) (time.Time, bool) {
+	if last == nil || last.ConsecutiveFailures < 1 || last.CompletionTime == nil ||
+		(last.Verdict != isov1.VerdictFailed && last.Verdict != isov1.VerdictTimedOut) {
+		return time.Time{}, false
+	}
+	return last.CompletionTime.Add(RetryBackoff(last.ConsecutiveFailures)), true
 }
 
 // Measured reports whether last measured the crawler's current spec on the VMI vmiUID.
