@@ -307,3 +307,45 @@ func TestSLOFailuresAreReportedAndExitNonZero(t *testing.T) {
 		}
 	})
 }
+
+// The probe Job's side and the guest's side together, as isochron runs them: `rtprobe
+// slo --crawl-rps` announces a window, `rtprobe agent` in the guest finds it and crawls
+// the schedule for it, and the report counts the intervals of the agent's requests.
+func TestSLOMeasuresTheAgentsCrawl(t *testing.T) {
+	gw := freeAddr(t, "tcp")
+	path := filepath.Join(t.TempDir(), "termination-log")
+	var out, errOut lockedBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run(context.Background(), []string{"slo", "--listen", gw, "--period", "100ms", "--delay", "0s",
+			"--objective", "90", "--duration", "2s", "--crawl-rps", "100", "--report", path, "--json"}, &out, &errOut)
+	}()
+	var agentOut, agentErr lockedBuffer
+	stopAgent := background([]string{"agent", "--gateway", "http://" + gw, "--poll", "20ms", "--json"}, &agentOut, &agentErr)
+	if c := <-code; c != 0 {
+		t.Fatalf("slo exited %d: %s", c, errOut.String())
+	}
+	if c := stopAgent(); c != 0 {
+		t.Fatalf("agent exited %d: %s", c, agentErr.String())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := report.Parse(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 100 rps with a 100 ms period: 10 points, for up to 2 s less the agent's first poll.
+	if rep.Interval == nil || rep.Interval.Points != 10 || rep.Interval.Requests < 150 || rep.Interval.Requests > 201 || rep.Interval.Intervals < 100 {
+		t.Fatalf("interval part %+v: want 10 points, 150 to 200 requests and their intervals", rep.Interval)
+	}
+	var crawled crawl.Result
+	lastJSON(t, agentOut.String(), &crawled)
+	if crawled.Sent != rep.Interval.Requests || crawled.Errors != 0 {
+		t.Errorf("the agent sent %d requests (%d failed), the gateway counted %d", crawled.Sent, crawled.Errors, rep.Interval.Requests)
+	}
+	if !strings.Contains(agentErr.String(), "agent: window of agent at 100 rps from http://"+gw) {
+		t.Errorf("the agent's log does not record the window: %s", agentErr.String())
+	}
+}

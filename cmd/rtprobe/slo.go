@@ -53,13 +53,23 @@ func runSLO(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&rc.Rate, "rtt-rate", 1000, "round trips per second")
 	fs.DurationVar(&rc.Deadline, "rtt-deadline", 5*time.Millisecond, "round-trip deadline")
 	reportPath := fs.String("report", "", "file to write the report to, e.g. /dev/termination-log")
+	crawlRPS := fs.Int("crawl-rps", 0, "announce a probe window at /window asking the guest for this schedule (requests per second); 0: no window")
+	traffic := fs.String("traffic", gateway.TrafficAgent, "what the window asks the guest to send: agent (the agent crawls) or crawler (the guest's own crawler copies its requests)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
 	if *duration <= 0 {
 		return usageError(fs, fmt.Errorf("--duration must be positive, got %s", *duration))
 	}
-	g, err := gateway.New(gateway.Config{Delay: *delay, Period: *period, Objective: *objective, Tolerance: *tolerance})
+	if *traffic != gateway.TrafficAgent && *traffic != gateway.TrafficCrawler {
+		return usageError(fs, fmt.Errorf("--traffic must be %s or %s, got %q", gateway.TrafficAgent, gateway.TrafficCrawler, *traffic))
+	}
+	gcfg := gateway.Config{Delay: *delay, Period: *period, Objective: *objective, Tolerance: *tolerance}
+	if *crawlRPS > 0 {
+		// Its end is set when the measurement starts, below.
+		gcfg.Window = &gateway.Window{Traffic: *traffic, RPS: *crawlRPS, PeriodSeconds: period.Seconds()}
+	}
+	g, err := gateway.New(gcfg)
 	if err != nil {
 		return usageError(fs, err)
 	}
@@ -76,6 +86,10 @@ func runSLO(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stderr)
 
 	rep.Start = time.Now().UTC()
+	if gcfg.Window != nil {
+		// The window ends with the measurement: the agent stops sending then.
+		gcfg.Window.Until = rep.Start.Add(*duration)
+	}
 	mctx, cancel := context.WithTimeout(ctx, *duration)
 	defer cancel()
 	var (

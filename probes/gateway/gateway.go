@@ -59,7 +59,32 @@ type Config struct {
 	Log io.Writer
 	// Now returns the time; time.Now if nil.
 	Now func() time.Time
+	// Window, if set, is the probe window the gateway announces at /window to the agent
+	// in the guest (package probes/agent): the traffic it asks for and until when.
+	Window *Window
 }
+
+// Window is a probe window as the gateway announces it at /window.
+type Window struct {
+	// Traffic is what the guest sends: TrafficAgent (the agent crawls the schedule) or
+	// TrafficCrawler (the guest's own crawler copies its requests here).
+	Traffic string `json:"traffic"`
+	// RPS and PeriodSeconds are the schedule: RPS requests a second, each of
+	// RPS×PeriodSeconds points once per period.
+	RPS           int     `json:"rps"`
+	PeriodSeconds float64 `json:"periodSeconds"`
+	// RemainingSeconds is how long the window still lasts, from the moment of the answer:
+	// relative, so that the guest's clock need not agree with the gateway's.
+	RemainingSeconds float64 `json:"remainingSeconds"`
+	// Until is the end of the window on the gateway's clock (for people reading it).
+	Until time.Time `json:"until"`
+}
+
+// The traffic a window asks for.
+const (
+	TrafficAgent   = "agent"
+	TrafficCrawler = "crawler"
+)
 
 // Gateway records interval errors. Its Handler is safe for concurrent use.
 type Gateway struct {
@@ -113,12 +138,28 @@ func New(cfg Config) (*Gateway, error) {
 	return g, nil
 }
 
-// Handler serves the gateway at / and its Prometheus metrics at /metrics.
+// Handler serves the gateway at /, its Prometheus metrics at /metrics and, with a
+// Window, the window at /window.
 func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{}))
+	if g.cfg.Window != nil {
+		mux.HandleFunc("/window", g.window)
+	}
 	mux.HandleFunc("/", g.serve)
 	return mux
+}
+
+// window answers with the window and how long it still lasts; 410 Gone once it is over.
+func (g *Gateway) window(w http.ResponseWriter, _ *http.Request) {
+	win := *g.cfg.Window
+	win.RemainingSeconds = win.Until.Sub(g.cfg.Now()).Seconds()
+	if win.RemainingSeconds <= 0 {
+		http.Error(w, "the probe window is over", http.StatusGone)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(win)
 }
 
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {

@@ -133,3 +133,33 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		t.Error("New accepted a negative delay")
 	}
 }
+
+// The window tells the agent what to send and for how long, relative to the answer, and
+// is gone once over.
+func TestWindow(t *testing.T) {
+	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	win := &Window{Traffic: TrafficAgent, RPS: 400, PeriodSeconds: 1, Until: now.Add(90 * time.Second)}
+	g, err := New(Config{Period: time.Second, Window: win, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	g.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/window", nil))
+	want := `{"traffic":"agent","rps":400,"periodSeconds":1,"remainingSeconds":90,"until":"2026-11-23T10:01:30Z"}` + "\n"
+	if rec.Code != http.StatusOK || rec.Body.String() != want {
+		t.Errorf("GET /window = %d %q, want 200 %q", rec.Code, rec.Body.String(), want)
+	}
+	now = now.Add(90 * time.Second)
+	rec = httptest.NewRecorder()
+	g.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/window", nil))
+	if rec.Code != http.StatusGone {
+		t.Errorf("GET /window at its end = %d, want 410", rec.Code)
+	}
+	// Without a window, /window is not served: it is a point like any other path.
+	g, _ = New(Config{Period: time.Second})
+	rec = httptest.NewRecorder()
+	g.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/window", nil))
+	if rec.Code != http.StatusBadRequest {
+		t.Errorf("GET /window without a window = %d, want 400 (missing ?point)", rec.Code)
+	}
+}

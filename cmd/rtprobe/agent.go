@@ -1,0 +1,65 @@
+/*
+Copyright 2026 The isochron Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"isochron.io/isochron/probes/agent"
+)
+
+func init() {
+	commands["agent"] = command{
+		summary: "in-guest probe agent: while the crawler's probe gateway announces a window, sends the crawler's schedule to it",
+		run:     runAgent,
+	}
+}
+
+// runAgent runs in a crawler's guest for as long as the guest runs (isochron's cloud-init
+// part starts it); each window it served is one line on stdout.
+func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs, asJSON := newFlagSet("agent", stderr)
+	gateways := fs.String("gateway", "", "probe gateway base URLs, comma-separated, tried in order (required), e.g. http://tower-a-probe.bms.svc:8080,http://10.96.0.17:8080")
+	cfg := agent.Config{Log: stderr}
+	fs.DurationVar(&cfg.Poll, "poll", 10*time.Second, "how often to ask the gateway for a window")
+	fs.StringVar(&cfg.WindowFile, "window-file", agent.DefaultWindowFile, "where a window for the guest's own crawler is written (traffic crawler)")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	for _, g := range strings.Split(*gateways, ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			cfg.Gateways = append(cfg.Gateways, g)
+		}
+	}
+	if len(cfg.Gateways) == 0 {
+		return usageError(fs, fmt.Errorf("--gateway is required"))
+	}
+	served := func(w agent.Window) {
+		if w.Crawl != nil {
+			printResult(stdout, *asJSON, *w.Crawl)
+		}
+	}
+	if err := agent.Run(ctx, cfg, served); err != nil {
+		fmt.Fprintf(stderr, "rtprobe agent: %v\n", err)
+		return exitError
+	}
+	return exitOK
+}
