@@ -16,3 +16,8 @@ COMPARE_DURATION ?= 60s
 .PHONY: probe-compare-interval
 probe-compare-interval: ## Compare rtprobe crawl/gateway with Apache's log and httperf (needs apache2, httperf)
 	GO=$(GO) hack/probe-compare/interval.sh $(COMPARE_DURATION)
+
+# The probe agent's CPU in a guest during a window (RPS, DURATION_S, ROUNDS).
+.PHONY: probe-agent-cost
+probe-agent-cost: ## Measure the CPU the probe agent spends crawling a probe window at 1000 rps (loopback)
+	GO=$(GO) hack/probe-compare/agent-cost.sh

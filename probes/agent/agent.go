@@ -92,8 +92,12 @@ func Run(ctx context.Context, cfg Config, served func(Window)) error {
 	}
 	ticker := time.NewTicker(cfg.Poll)
 	defer ticker.Stop()
+	var last time.Time // the end of the last window served, on the gateway's clock
 	for {
-		if gw, win, ok := ask(ctx, cfg); ok {
+		// A window is served once: asked again before it ends (the crawl stops EndMargin
+		// early), the gateway announces the same window, with the same end.
+		if gw, win, ok := ask(ctx, cfg); ok && !win.Until.Equal(last) {
+			last = win.Until
 			w := serve(ctx, cfg, gw, win)
 			fmt.Fprintf(cfg.Log, "agent: window of %s at %d rps from %s: %s\n", w.Traffic, w.RPS, gw, outcome(w))
 			if served != nil {
@@ -141,7 +145,8 @@ func serve(ctx context.Context, cfg Config, gw string, win gateway.Window) Windo
 		w.Err = announce(wctx, cfg, WindowFileContent{Gateway: gw, RPS: win.RPS, PeriodSeconds: win.PeriodSeconds, Until: cfg.Now().Add(remaining)})
 	default: // gateway.TrafficAgent
 		if remaining <= EndMargin {
-			return w // too little left to be worth a request
+			w.Err = fmt.Errorf("%s of the window left: too little to crawl", remaining.Round(time.Millisecond))
+			return w
 		}
 		res, err := crawl.Run(wctx, crawl.Config{
 			Target:   strings.TrimSuffix(gw, "/") + "/",
@@ -194,5 +199,5 @@ func outcome(w Window) string {
 	case w.Crawl != nil:
 		return fmt.Sprintf("sent %d requests (%d failed)", w.Crawl.Sent, w.Crawl.Errors)
 	}
-	return "window file written and removed"
+	return "window file written, and removed at its end"
 }

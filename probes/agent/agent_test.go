@@ -156,3 +156,38 @@ func TestConns(t *testing.T) {
 		}
 	}
 }
+
+// A window is served once, however often the agent asks during it.
+func TestAgentServesAWindowOnce(t *testing.T) {
+	until := time.Now().Add(time.Hour)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/window" {
+			_ = json.NewEncoder(w).Encode(gateway.Window{Traffic: gateway.TrafficAgent, RPS: 10, PeriodSeconds: 1, RemainingSeconds: 0.1, Until: until})
+		}
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var served atomic.Int64
+	var asks int
+	cfg := Config{Gateways: []string{srv.URL}, Poll: 5 * time.Millisecond, Client: &http.Client{Transport: countingTransport{&asks, cancel}}}
+	if err := Run(ctx, cfg, func(Window) { served.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	if served.Load() != 1 {
+		t.Errorf("the same window served %d times in %d asks", served.Load(), asks)
+	}
+}
+
+// countingTransport counts the agent's requests and ends the run after 5.
+type countingTransport struct {
+	n      *int
+	cancel func()
+}
+
+func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if *c.n++; *c.n >= 5 {
+		c.cancel()
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
