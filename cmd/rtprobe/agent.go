@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"time"
 
@@ -39,10 +40,27 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs, asJSON := newFlagSet("agent", stderr)
 	gateways := fs.String("gateway", "", "probe gateway base URLs, comma-separated, tried in order (required), e.g. http://tower-a-probe.bms.svc:8080,http://10.96.0.17:8080")
 	cfg := agent.Config{Log: stderr}
-	fs.DurationVar(&cfg.Poll, "poll", 10*time.Second, "how often to ask the gateway for a window")
+	fs.DurationVar(&cfg.Poll, "poll", 5*time.Second, "how often to ask the gateway for a window")
 	fs.StringVar(&cfg.WindowFile, "window-file", agent.DefaultWindowFile, "where a window for the guest's own crawler is written (traffic crawler)")
+	var mark agent.Marking
+	fs.IntVar(&mark.DSCP, "dscp", -1, "DSCP code point to set, at start, on everything leaving the NIC of --dscp-mac (the RT-NIC); -1: none")
+	fs.StringVar(&mark.MAC, "dscp-mac", "", "MAC address of the NIC to mark (with --dscp)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
+	}
+	if mark.DSCP >= 0 {
+		// A guest whose marking fails still serves probe windows: the error is logged.
+		ifaces, err := net.Interfaces()
+		if err == nil {
+			var dev string
+			dev, err = agent.Mark(mark, ifaces, agent.ExecRunner)
+			if err == nil {
+				fmt.Fprintf(stderr, "rtprobe agent: DSCP %d on %s (MAC %s)\n", mark.DSCP, dev, mark.MAC)
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "rtprobe agent: marking the RT-NIC: %v\n", err)
+		}
 	}
 	for _, g := range strings.Split(*gateways, ",") {
 		if g = strings.TrimSpace(g); g != "" {
