@@ -132,9 +132,16 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if done, err := r.place(ctx, cvm, st); err != nil || done {
 		return ctrl.Result{}, err
 	}
-	running, err := r.runVMI(ctx, cvm)
+	// The probe gateway's Service first, so that a new VMI's agent is told its address.
+	// A Service that cannot be had (its IP range full) does not hold the VMI back: its
+	// agent then finds the gateway by name, and the error retries the Service.
+	gatewayIP, svcErr := r.ensureProbeService(ctx, cvm)
+	running, err := r.runVMI(ctx, cvm, gatewayIP)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if svcErr != nil {
+		return ctrl.Result{}, svcErr
 	}
 	after, err := r.runProbes(ctx, cvm, running)
 	return ctrl.Result{RequeueAfter: after}, err

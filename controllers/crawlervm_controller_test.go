@@ -23,6 +23,7 @@ import (
 	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/sizing"
+	"isochron.io/isochron/internal/slo"
 	"isochron.io/isochron/test/support/testcases"
 )
 
@@ -98,7 +99,13 @@ func TestCrawlerVMRunsAsVMI(t *testing.T) {
 			hasCondition(c, isov1.ConditionReady, metav1.ConditionFalse, isov1.ReasonVMIPending)
 	})
 	size, _ := sizing.Size(&c.Spec, model.DefaultParams())
-	want, err := render.VMI(render.Input{CrawlerVM: c, Sizing: size, Node: "run-1", RTBinding: render.BindingBridge})
+	// The probe Service exists before the VMI: its agent is told the Service's address.
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: slo.ServiceName(c)}}
+	if !get(t, svc) || svc.Spec.ClusterIP == "" {
+		t.Fatalf("probe Service %s: %+v, want it with a cluster IP before the VMI", svc.Name, svc.Spec)
+	}
+	agent := &render.Agent{Image: "isochron/rtprobe:test", Gateways: slo.GatewayURLs(c, svc.Spec.ClusterIP)}
+	want, err := render.VMI(render.Input{CrawlerVM: c, Sizing: size, Node: "run-1", RTBinding: render.BindingBridge, Agent: agent})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,21 +447,17 @@ func TestVMIRenderedByAnEarlierReleaseSurvives(t *testing.T) {
 	})
 	uid, hash := vmi.UID, vmi.Annotations[isov1.AnnotationVMIInputs]
 
-	// What an upgrade finds: the VMI as the earlier release left it. (envtest runs no
-	// KubeVirt webhook, so the test may write the spec an earlier renderer wrote.)
+	// What an upgrade finds: the VMI as v0.1.0 left it (no agent, its DSCP script, no
+	// inputs hash). envtest runs no KubeVirt webhook, so the test may write the spec
+	// v0.1.0 wrote.
 	legacy := func(v *kubevirtv1.VirtualMachineInstance, edit func(*kubevirtv1.VirtualMachineInstance)) {
 		t.Helper()
-		delete(v.Annotations, isov1.AnnotationVMIInputs)
-		v.Annotations["isochron.io/vmi-spec-hash"] = "e93fe49247b9062c"
-		for i := range v.Spec.Volumes {
-			if ci := v.Spec.Volumes[i].CloudInitNoCloud; ci != nil {
-				ci.UserData = strings.Replace(ci.UserData, "if command -v nft", "# the script of an earlier release\nif command -v nft", 1)
-			}
-		}
+		class := render.DSCPForDeadline(c.Spec.RTNIC.Deadline.Duration)
+		old := testcases.RenderedByV010(v, c, render.MAC(c), class.Name, class.Value)
 		if edit != nil {
-			edit(v)
+			edit(old)
 		}
-		if err := k8s.Update(ctx, v); err != nil {
+		if err := k8s.Update(ctx, old); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -462,7 +465,7 @@ func TestVMIRenderedByAnEarlierReleaseSurvives(t *testing.T) {
 	vmi = waitForVMI(t, client.ObjectKeyFromObject(vmi), func(v *kubevirtv1.VirtualMachineInstance) bool {
 		return v.Annotations[isov1.AnnotationVMIInputs] == hash
 	})
-	if vmi.UID != uid || !strings.Contains(vmi.Spec.Volumes[1].CloudInitNoCloud.UserData, "the script of an earlier release") {
+	if vmi.UID != uid || !strings.Contains(vmi.Spec.Volumes[len(vmi.Spec.Volumes)-1].CloudInitNoCloud.UserData, "# isochron: DSCP EF (46)") {
 		t.Errorf("the VMI of the earlier release was replaced (UID %s, was %s), want it adopted as it runs", vmi.UID, uid)
 	}
 	if !slices.ContainsFunc(events(t, c), func(e string) bool { return strings.HasPrefix(e, isov1.EventReasonVMIAdopted+": VMI legacy") }) {

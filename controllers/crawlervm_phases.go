@@ -19,6 +19,7 @@ import (
 	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/placement"
 	"isochron.io/isochron/internal/render"
+	"isochron.io/isochron/internal/slo"
 )
 
 // place holds a node for the crawler in status, chosen by the contention model. A crawler
@@ -141,7 +142,7 @@ func (r *CrawlerVMReconciler) refreshPrediction(cvm *isov1.CrawlerVM, inv *clust
 // runVMI makes the VMI match the reservation in status and reports its phase. VMI specs
 // are immutable, so a changed rendering replaces the VMI: delete, then create once gone.
 // It returns the VMI when it is Running with the current rendering, else nil.
-func (r *CrawlerVMReconciler) runVMI(ctx context.Context, cvm *isov1.CrawlerVM) (*kubevirtv1.VirtualMachineInstance, error) {
+func (r *CrawlerVMReconciler) runVMI(ctx context.Context, cvm *isov1.CrawlerVM, gatewayIP string) (*kubevirtv1.VirtualMachineInstance, error) {
 	held := cvm.Status.Placement
 	size, ok := inventory.Resident(cvm)
 	if !ok {
@@ -156,7 +157,8 @@ func (r *CrawlerVMReconciler) runVMI(ctx context.Context, cvm *isov1.CrawlerVM) 
 		}
 		return nil, err
 	}
-	in := render.Input{CrawlerVM: cvm, Sizing: size.Sizing, Node: held.Node, RTBinding: binding}
+	in := render.Input{CrawlerVM: cvm, Sizing: size.Sizing, Node: held.Node, RTBinding: binding,
+		Agent: &render.Agent{Image: r.probes.Image, Gateways: slo.GatewayURLs(cvm, gatewayIP)}}
 	desired, err := render.VMI(in)
 	if err != nil {
 		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonInvalid, err.Error())

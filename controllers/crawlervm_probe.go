@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -28,9 +29,6 @@ import (
 // is due, and sets SLOConfirmed. running is the crawler's VMI when it runs the current
 // spec, else nil. It returns when to look again for the next scheduled probe.
 func (r *CrawlerVMReconciler) runProbes(ctx context.Context, cvm *isov1.CrawlerVM, running *kubevirtv1.VirtualMachineInstance) (time.Duration, error) {
-	if err := r.ensureProbeService(ctx, cvm); err != nil {
-		return 0, err
-	}
 	jobs := &batchv1.JobList{}
 	if err := r.List(ctx, jobs, client.InNamespace(cvm.Namespace), client.MatchingLabels(slo.Selector(cvm))); err != nil {
 		return 0, fmt.Errorf("listing probe Jobs: %w", err)
@@ -153,30 +151,32 @@ func (r *CrawlerVMReconciler) probeTarget(ctx context.Context, cvm *isov1.Crawle
 }
 
 // ensureProbeService applies the crawler's probe gateway Service when it is missing or
-// differs from what isochron wants.
-func (r *CrawlerVMReconciler) ensureProbeService(ctx context.Context, cvm *isov1.CrawlerVM) error {
+// differs from what isochron wants, and returns its cluster IP ("" for a Service of that
+// name that isochron does not own).
+func (r *CrawlerVMReconciler) ensureProbeService(ctx context.Context, cvm *isov1.CrawlerVM) (string, error) {
 	want := slo.Service(cvm)
 	have := &corev1.Service{}
 	err := r.Get(ctx, client.ObjectKeyFromObject(want), have)
 	switch {
 	case err == nil:
 		if !metav1.IsControlledBy(have, cvm) {
-			return nil // not ours: the condition below would not help; startProbe still works
+			return "", nil // not ours: the condition below would not help; startProbe still works
 		}
 		if equality.Semantic.DeepEqual(have.Spec.Selector, want.Spec.Selector) && portsMatch(have.Spec.Ports, want.Spec.Ports) {
-			return nil
+			return have.Spec.ClusterIP, nil
 		}
 	case !apierrors.IsNotFound(err):
-		return fmt.Errorf("reading probe Service %s: %w", want.Name, err)
+		return "", fmt.Errorf("reading probe Service %s: %w", want.Name, err)
 	}
 	u, err := render.Unstructured(want)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if err := r.Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return fmt.Errorf("applying probe Service %s: %w", want.Name, err)
+		return "", fmt.Errorf("applying probe Service %s: %w", want.Name, err)
 	}
-	return nil
+	ip, _, _ := unstructured.NestedString(u.Object, "spec", "clusterIP")
+	return ip, nil
 }
 
 func portsMatch(have, want []corev1.ServicePort) bool {

@@ -174,6 +174,23 @@ type Placement struct {
 	Policy PlacementPolicy `json:"policy,omitempty"`
 }
 
+// ProbeTraffic is whose requests a probe measures.
+// +kubebuilder:validation:Enum=Agent;Crawler
+type ProbeTraffic string
+
+const (
+	// ProbeTrafficAgent: isochron's agent in the guest sends the crawler's schedule
+	// (spec.rps requests a second, each point once a second) to the probe gateway while
+	// the probe runs, beside the real crawler, whose traffic is never touched. It
+	// measures what the VM gives a crawler of this rate (vCPU waits, the host's I/O path,
+	// the network), not the crawler's own code.
+	ProbeTrafficAgent ProbeTraffic = "Agent"
+	// ProbeTrafficCrawler: the guest's own crawler copies its requests to the probe
+	// gateway while the window file the agent writes exists (docs/probes.md has the
+	// contract). It measures the crawler end to end, its own code included.
+	ProbeTrafficCrawler ProbeTraffic = "Crawler"
+)
+
 // Probe sets when and for how long the crawler's SLO is measured.
 type Probe struct {
 	// schedule is a cron schedule (five fields, or @hourly, @daily...) for repeated probes.
@@ -182,6 +199,14 @@ type Probe struct {
 	// +kubebuilder:validation:MaxLength=128
 	// +kubebuilder:validation:XValidation:rule="self == '' || self.matches('^@(yearly|annually|monthly|weekly|daily|hourly)$') || self.matches('^[^ ]+( +[^ ]+){4}$')",message="spec.probe.schedule must be a cron schedule of five fields (for example \"0 3 * * *\") or one of @yearly, @monthly, @weekly, @daily, @hourly"
 	Schedule string `json:"schedule,omitempty"` //nolint:kubeapilinter // optionalfields: "" means no schedule, as unset does (the CEL rule accepts it); no pointer needed to tell them apart.
+
+	// traffic is whose requests a probe measures: Agent (the default: isochron's agent in
+	// the guest sends the crawler's schedule to the probe gateway) or Crawler (the guest's
+	// own crawler copies its requests there while a probe runs; docs/probes.md has the
+	// contract).
+	// +optional
+	// +kubebuilder:default=Agent
+	Traffic ProbeTraffic `json:"traffic,omitempty"`
 
 	// duration is how long each probe measures, >= 10s and <= 24h. Default 20m (10^5
 	// samples at 100 rps, enough for a p99.999).

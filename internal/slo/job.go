@@ -35,6 +35,7 @@ import (
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/render"
+	"isochron.io/isochron/probes/gateway"
 )
 
 // The crawler's side of the contract (docs/probes.md).
@@ -96,6 +97,27 @@ type Run struct {
 // ServiceName is the stable name of a crawler's probe gateway Service. The CRD limits
 // CrawlerVM names to 57 characters so that it is a valid DNS label.
 func ServiceName(cvm *isov1.CrawlerVM) string { return cvm.Name + "-probe" }
+
+// Traffic is the window's traffic for spec.probe.traffic: the gateway's "agent" (the
+// default) or "crawler".
+func Traffic(cvm *isov1.CrawlerVM) string {
+	if cvm.Spec.Probe != nil && cvm.Spec.Probe.Traffic == isov1.ProbeTrafficCrawler {
+		return gateway.TrafficCrawler
+	}
+	return gateway.TrafficAgent
+}
+
+// GatewayURLs are the probe gateway's base URLs the guest's agent tries, in order: the
+// Service's DNS name, where the guest resolves cluster names, and its cluster IP, where
+// it does not (a guest with a static address and no cluster DNS) or while the name is not
+// resolvable yet.
+func GatewayURLs(cvm *isov1.CrawlerVM, clusterIP string) []string {
+	urls := []string{fmt.Sprintf("http://%s.%s.svc:%d", ServiceName(cvm), cvm.Namespace, GatewayPort)}
+	if clusterIP != "" && clusterIP != corev1.ClusterIPNone {
+		urls = append(urls, "http://"+net.JoinHostPort(clusterIP, strconv.Itoa(GatewayPort)))
+	}
+	return urls
+}
 
 // JobName is the deterministic name of the Job of run: the crawler's name (cut to 40
 // characters) and a hash of the crawler's UID and the run, at most 55 characters.
@@ -172,6 +194,9 @@ func Job(cvm *isov1.CrawlerVM, run Run, target Target, opts Options) *batchv1.Jo
 		"--tolerance=" + cvm.Spec.ErrorBudget.Tolerance.Duration.String(),
 		"--duration=" + duration.String(),
 		"--report=/dev/termination-log",
+		// The window the agent in the guest finds at /window: the crawler's schedule.
+		"--crawl-rps=" + strconv.Itoa(int(cvm.Spec.RPS)),
+		"--traffic=" + Traffic(cvm),
 	}
 	podAnnotations := map[string]string{}
 	resources := corev1.ResourceList{

@@ -13,6 +13,9 @@ import (
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/format"
+	"isochron.io/isochron/internal/render"
+	"isochron.io/isochron/probes/agent"
+	"isochron.io/isochron/probes/gateway"
 	"isochron.io/isochron/probes/report"
 )
 
@@ -139,8 +142,14 @@ func Judge(cvm *isov1.CrawlerVM, rep report.Report) (isov1.ProbeVerdict, string,
 	var ie *isov1.MeasuredIntervalError
 	switch iv := rep.Interval; {
 	case iv == nil || iv.Count == 0:
-		inconclude(isov1.ReasonNoTraffic, fmt.Sprintf("the probe gateway received no intervals in %s: point the guest's crawler at http://%s.%s.svc:%d/?point=ID",
-			format.Duration(rep.End.Sub(rep.Start).Round(time.Second)), ServiceName(cvm), cvm.Namespace, GatewayPort))
+		ran := format.Duration(rep.End.Sub(rep.Start).Round(time.Second))
+		if Traffic(cvm) == gateway.TrafficCrawler {
+			inconclude(isov1.ReasonNoTraffic, fmt.Sprintf("the probe gateway received no intervals in %s: the guest's crawler sent no copy of its requests while %s announced the window (spec.probe.traffic Crawler, docs/probes.md)",
+				ran, agent.DefaultWindowFile))
+		} else {
+			inconclude(isov1.ReasonNoTraffic, fmt.Sprintf("the probe gateway received no intervals in %s: isochron's agent in the guest did not send (is it running? systemctl status isochron-agent, or /var/log/isochron-agent.log; it needs cloud-init and the %s disk)",
+				ran, render.VolumeAgent))
+		}
 	default:
 		at := micros(value(iv.AtObjective))
 		ie = &isov1.MeasuredIntervalError{

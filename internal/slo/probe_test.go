@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -112,9 +113,18 @@ func TestJob(t *testing.T) {
 		extraDevice corev1.ResourceName
 	}{
 		"gateway only": {
-			cvm:      crawler(),
-			wantArgs: []string{"slo", "--listen=:8080", "--period=1s", "--delay=10ms", "--objective=99.999", "--duration=20m0s", "--report=/dev/termination-log"},
-			notArgs:  []string{"--rtt-target"},
+			cvm: crawler(),
+			wantArgs: []string{"slo", "--listen=:8080", "--period=1s", "--delay=10ms", "--objective=99.999", "--duration=20m0s", "--report=/dev/termination-log",
+				"--crawl-rps=400", "--traffic=agent"},
+			notArgs: []string{"--rtt-target"},
+		},
+		"the guest's own crawler measured": {
+			cvm: func() *isov1.CrawlerVM {
+				c := crawler()
+				c.Spec.Probe = &isov1.Probe{Traffic: isov1.ProbeTrafficCrawler}
+				return c
+			}(),
+			wantArgs: []string{"--crawl-rps=400", "--traffic=crawler"},
 		},
 		"RT-NIC with a known address": {
 			cvm:      crawler(withRTNIC),
@@ -208,6 +218,19 @@ func TestJob(t *testing.T) {
 				t.Errorf("affinity %+v, want to prefer nodes other than rt-1", term)
 			}
 		})
+	}
+}
+
+func TestGatewayURLs(t *testing.T) {
+	for ip, want := range map[string][]string{
+		"":           {"http://tower-a-probe.bms.svc:8080"},
+		"None":       {"http://tower-a-probe.bms.svc:8080"},
+		"10.96.0.17": {"http://tower-a-probe.bms.svc:8080", "http://10.96.0.17:8080"},
+		"fd00::17":   {"http://tower-a-probe.bms.svc:8080", "http://[fd00::17]:8080"},
+	} {
+		if diff := cmp.Diff(want, GatewayURLs(crawler(), ip)); diff != "" {
+			t.Errorf("GatewayURLs(%q) (-want +got):\n%s", ip, diff)
+		}
 	}
 }
 
@@ -418,7 +441,17 @@ func TestJudge(t *testing.T) {
 		"no traffic": {
 			cvm: crawler(), rep: rep(0, 0, 0, 0, 0),
 			verdict: isov1.VerdictInconclusive, reason: isov1.ReasonNoTraffic,
-			message: []string{"point the guest's crawler at http://tower-a-probe.bms.svc:8080/?point=ID"},
+			message: []string{"isochron's agent in the guest did not send", "systemctl status isochron-agent"},
+		},
+		"no traffic from the guest's own crawler": {
+			cvm: func() *isov1.CrawlerVM {
+				c := crawler()
+				c.Spec.Probe = &isov1.Probe{Traffic: isov1.ProbeTrafficCrawler}
+				return c
+			}(),
+			rep:     rep(0, 0, 0, 0, 0),
+			verdict: isov1.VerdictInconclusive, reason: isov1.ReasonNoTraffic,
+			message: []string{"the guest's crawler sent no copy of its requests while /run/isochron/probe-window.json announced the window"},
 		},
 		"RT-NIC within its deadline": {
 			cvm: crawler(withRTNIC), rep: rep(480_000, 2100, 480_000, 3, 1),

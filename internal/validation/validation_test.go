@@ -47,7 +47,7 @@ func TestDefaultsFromTheSchema(t *testing.T) {
 		"guest":        map[string]any{"image": "quay.io/org/crawler:1", "memory": "2Gi"},
 		"cpuPlacement": "dedicated",
 		"placement":    map[string]any{"policy": "pack"},
-		"probe":        map[string]any{"duration": "20m"},
+		"probe":        map[string]any{"duration": "20m", "traffic": "Agent"},
 	}
 	got := obj["spec"]
 	if diff := cmp.Diff(want, got); diff != "" {
