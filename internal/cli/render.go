@@ -8,6 +8,7 @@ import (
 	"isochron.io/isochron/internal/placement"
 	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/sizing"
+	"isochron.io/isochron/internal/slo"
 )
 
 // NotPlacedError means some crawler has no node: the CLI exits 3 with it.
@@ -65,7 +66,10 @@ func Render(inv *Inventory, node string, out, notes io.Writer) error {
 				fmt.Fprintf(notes, "note: CrawlerVM %s: NetworkAttachmentDefinition %s is not in the input; rendering a bridge binding\n", key(c), render.NetworkKey(c))
 			}
 		}
-		vmi, err := render.VMI(render.Input{CrawlerVM: c, Sizing: s, Node: target, RTBinding: binding})
+		// The agent of this release, told the probe gateway by its DNS name: the operator
+		// adds the probe Service's cluster IP, which exists only in a cluster.
+		agent := &render.Agent{Image: slo.DefaultImage, Gateways: slo.GatewayURLs(c, "")}
+		vmi, err := render.VMI(render.Input{CrawlerVM: c, Sizing: s, Node: target, RTBinding: binding, Agent: agent})
 		if err != nil {
 			return &InputError{Problems: []string{fmt.Sprintf("CrawlerVM %s: %v", key(c), err)}}
 		}

@@ -9,22 +9,34 @@ import (
 // rendering is deterministic; it cannot occur in a user's part (checked).
 const mimeBoundary = "==isochron-5f1d=="
 
-// dscpScript marks all traffic leaving the RT-NIC (found by its MAC address) with the
-// DSCP class, with nftables where the guest has it and iptables otherwise. It is terse
-// because KubeVirt limits inline user data to 2048 bytes and the user's part shares them.
-func dscpScript(mac string, class DSCPClass) string {
+// marking is the DSCP class the agent sets on the RT-NIC's traffic.
+type marking struct {
+	mac   string
+	class DSCPClass
+}
+
+// agentScript starts isochron's probe agent in the guest, as cloud-init runs it: it
+// copies the agent from its disk (a raw disk holding the static binary) and runs it as
+// a systemd service (each boot) where the guest has systemd, in the background otherwise.
+// With an RT-NIC the agent also marks its traffic with the DSCP class of its deadline.
+// The line a="agent ..." holds the agent's arguments (the e2e guest reads it). It is
+// terse because KubeVirt limits inline user data to 2048 bytes and the user's part
+// shares them.
+func agentScript(gateways []string, m *marking) string {
+	args := "agent --gateway=" + strings.Join(gateways, ",")
+	if m != nil {
+		args += fmt.Sprintf(" --dscp=%d --dscp-mac=%s", m.class.Value, m.mac)
+	}
 	return fmt.Sprintf(`#!/bin/sh
-# isochron: DSCP %[2]s (%[3]d) on the RT-NIC %[1]s
-d=$(ip -o link | awk -v m=%[1]s 'index(tolower($0),m){sub(":","",$2);sub("@.*","",$2);print $2;exit}')
-[ -n "$d" ] || { echo "isochron: no NIC with MAC %[1]s" >&2; exit 1; }
-if command -v nft >/dev/null; then nft -f - <<EOF
-table inet isochron { chain post { type filter hook postrouting priority -150; oifname "$d" ip dscp set %[3]d; oifname "$d" ip6 dscp set %[3]d; } }
-EOF
-else
-iptables -t mangle -A POSTROUTING -o "$d" -j DSCP --set-dscp %[3]d
-ip6tables -t mangle -A POSTROUTING -o "$d" -j DSCP --set-dscp %[3]d || true
-fi
-`, mac, class.Name, class.Value)
+# isochron: probe agent (docs/probes.md)
+b=/usr/local/bin/isochron-agent
+dd if=/dev/disk/by-id/virtio-%[1]s of=$b bs=1M 2>/dev/null; chmod 755 $b
+a="%[2]s"
+if [ -d /run/systemd/system ]; then
+printf '[Service]\nExecStart=%%s %%s\nRestart=always\nRestartSec=10\n[Install]\nWantedBy=multi-user.target\n' $b "$a" >/etc/systemd/system/isochron-agent.service
+systemctl enable --now isochron-agent
+else nohup $b $a >>/var/log/isochron-agent.log 2>&1 & fi
+`, VolumeAgent, args)
 }
 
 // userData combines the user's own cloud-init user data with isochron's part. With no

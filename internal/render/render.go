@@ -28,6 +28,12 @@ const (
 	NetworkRT       = "rt"
 	VolumeDisk      = "containerdisk"
 	VolumeCloudInit = "cloudinitdisk"
+	// VolumeAgent is the probe agent's disk, also its serial: the guest finds it as
+	// /dev/disk/by-id/virtio-isochron-agent.
+	VolumeAgent = "isochron-agent"
+	// AgentDiskPath is the agent's disk in the rtprobe image: the static rtprobe binary,
+	// padded to whole sectors.
+	AgentDiskPath = "/disk/agent.img"
 )
 
 // Binding is how the RT-NIC attaches to the VM.
@@ -48,6 +54,19 @@ type Input struct {
 	Node string
 	// RTBinding is how the RT-NIC attaches; ignored without spec.rtNIC, bridge if empty.
 	RTBinding Binding
+	// Agent is isochron's probe agent in the guest; none if nil.
+	Agent *Agent
+}
+
+// Agent is what the VMI needs to run isochron's probe agent (rtprobe agent,
+// docs/probes.md): the image whose /disk/agent.img is the agent, and where the probe
+// gateway is. Neither counts among the VMI's inputs (InputsHash): a new release's agent
+// or a recreated probe Service reaches a VMI when it is next created.
+type Agent struct {
+	// Image is the rtprobe image of this release.
+	Image string
+	// Gateways are the probe gateway's base URLs, tried in order.
+	Gateways []string
 }
 
 // Name is the deterministic name of a crawler's VMI.
@@ -103,7 +122,7 @@ func VMI(in Input) (*kubevirtv1.VirtualMachineInstance, error) {
 		spec.Tolerations = append([]corev1.Toleration(nil), p.Tolerations...)
 	}
 
-	var ours string
+	var mark *marking
 	if nic := cvm.Spec.RTNIC; nic != nil {
 		iface := kubevirtv1.Interface{Name: NetworkRT, MacAddress: MAC(cvm)}
 		if in.RTBinding == BindingSRIOV {
@@ -116,14 +135,27 @@ func VMI(in Input) (*kubevirtv1.VirtualMachineInstance, error) {
 			Name:          NetworkRT,
 			NetworkSource: kubevirtv1.NetworkSource{Multus: &kubevirtv1.MultusNetwork{NetworkName: nic.NetworkName}},
 		})
-		ours = dscpScript(iface.MacAddress, DSCPForDeadline(nic.Deadline.Duration))
+		mark = &marking{mac: iface.MacAddress, class: DSCPForDeadline(nic.Deadline.Duration)}
+	}
+	var ours string
+	if a := in.Agent; a != nil {
+		spec.Domain.Devices.Disks = append(spec.Domain.Devices.Disks, kubevirtv1.Disk{
+			Name:       VolumeAgent,
+			Serial:     VolumeAgent,
+			DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio, ReadOnly: true}},
+		})
+		spec.Volumes = append(spec.Volumes, kubevirtv1.Volume{
+			Name:         VolumeAgent,
+			VolumeSource: kubevirtv1.VolumeSource{ContainerDisk: &kubevirtv1.ContainerDiskSource{Image: a.Image, Path: AgentDiskPath}},
+		})
+		ours = agentScript(a.Gateways, mark)
 	}
 	data, err := userData(cvm.Spec.Guest.CloudInitUserData, ours)
 	if err != nil {
 		return nil, err
 	}
 	if len(data) > maxKubeVirtUserData {
-		return nil, fmt.Errorf("spec.guest.cloudInitUserData: with isochron's RT-NIC part the user data is %d bytes, over KubeVirt's %d-byte limit; shorten it by %d bytes",
+		return nil, fmt.Errorf("spec.guest.cloudInitUserData: with isochron's agent part the user data is %d bytes, over KubeVirt's %d-byte limit; shorten it by %d bytes",
 			len(data), maxKubeVirtUserData, len(data)-maxKubeVirtUserData)
 	}
 	if data != "" {

@@ -17,6 +17,7 @@ import (
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/sizing"
+	"isochron.io/isochron/test/support/testcases"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -62,7 +63,15 @@ func input(c *isov1.CrawlerVM, b Binding) Input {
 	if err != nil {
 		panic(err)
 	}
-	return Input{CrawlerVM: c, Sizing: s, Node: "rt-node-1", RTBinding: b}
+	return Input{CrawlerVM: c, Sizing: s, Node: "rt-node-1", RTBinding: b, Agent: agentOf(c, "10.96.0.17")}
+}
+
+// agentOf is the agent of this release as the operator renders it for c, its probe
+// Service at clusterIP.
+func agentOf(c *isov1.CrawlerVM, clusterIP string) *Agent {
+	return &Agent{Image: "isochron/rtprobe:v0.1.0", Gateways: []string{
+		"http://" + c.Name + "-probe." + c.Namespace + ".svc:8080", "http://" + clusterIP + ":8080",
+	}}
 }
 
 func TestVMIGolden(t *testing.T) {
@@ -116,7 +125,8 @@ func TestVMIIsDeterministic(t *testing.T) {
 }
 
 // A running VMI is replaced when what it was rendered from changes, and only then: a
-// VMI that an older release rendered differently from the same inputs keeps running.
+// VMI that v0.1.0 rendered differently (no agent, a DSCP script) from the same inputs
+// keeps running.
 func TestCompare(t *testing.T) {
 	base := func() *isov1.CrawlerVM {
 		return crawler(withRTNIC(5*time.Millisecond), constrained, withUserData("#cloud-config\nruncmd: [crawler]\n"))
@@ -128,68 +138,62 @@ func TestCompare(t *testing.T) {
 		}
 		return v
 	}
-	// legacy is a VMI as a release before the inputs hash rendered it: no hash, and a
-	// rendering that differs in what the inputs do not decide (here isochron's own
-	// cloud-init part, a script of an older release).
-	legacy := func(c *isov1.CrawlerVM, b Binding) *kubevirtv1.VirtualMachineInstance {
-		v := rendered(c, b)
-		delete(v.Annotations, isov1.AnnotationVMIInputs)
-		for i := range v.Spec.Volumes {
-			if ci := v.Spec.Volumes[i].CloudInitNoCloud; ci != nil {
-				ci.UserData = strings.Replace(ci.UserData, "if command -v nft", "# an older release's script\nif command -v nft", 1)
-			}
+	// v010 is the VMI v0.1.0 rendered for c.
+	v010 := func(c *isov1.CrawlerVM, b Binding) *kubevirtv1.VirtualMachineInstance {
+		class := DSCPClass{}
+		if c.Spec.RTNIC != nil {
+			class = DSCPForDeadline(c.Spec.RTNIC.Deadline.Duration)
 		}
-		return v
+		return testcases.RenderedByV010(rendered(c, b), c, MAC(c), class.Name, class.Value)
 	}
+	with := func(edit func(*isov1.CrawlerVM)) *isov1.CrawlerVM { c := base(); edit(c); return c }
 	cases := map[string]struct {
 		running *kubevirtv1.VirtualMachineInstance
 		now     Input
 		want    Fit
 	}{
-		"same inputs": {running: rendered(base(), BindingBridge), now: input(base(), BindingBridge), want: Current},
-		"another size": {
+		"same inputs":     {running: rendered(base(), BindingBridge), now: input(base(), BindingBridge), want: Current},
+		"another size":    {running: rendered(base(), BindingBridge), now: input(with(func(c *isov1.CrawlerVM) { c.Spec.RPS = 1000 }), BindingBridge), want: Outdated},
+		"another binding": {running: rendered(base(), BindingBridge), now: input(base(), BindingSRIOV), want: Outdated},
+		"another agent image (a new release) is no new input": {
 			running: rendered(base(), BindingBridge),
-			now:     input(func() *isov1.CrawlerVM { c := base(); c.Spec.RPS = 1000; return c }(), BindingBridge),
-			want:    Outdated,
+			now: func() Input {
+				in := input(base(), BindingBridge)
+				in.Agent.Image = "isochron/rtprobe:v0.2.0"
+				return in
+			}(),
+			want: Current,
 		},
 		"the user's cloud-init changed": {
 			running: rendered(base(), BindingBridge),
-			now:     input(func() *isov1.CrawlerVM { c := base(); c.Spec.Guest.CloudInitUserData = "#cloud-config\n"; return c }(), BindingBridge),
+			now:     input(with(func(c *isov1.CrawlerVM) { c.Spec.Guest.CloudInitUserData = "#cloud-config\n" }), BindingBridge),
 			want:    Outdated,
 		},
-		"another binding": {running: rendered(base(), BindingBridge), now: input(base(), BindingSRIOV), want: Outdated},
-		"an older release's VMI of the same inputs is adopted": {running: legacy(base(), BindingBridge), now: input(base(), BindingBridge), want: Adopt},
-		"an older release's shared VMI is adopted": {
-			running: legacy(crawler(shared), ""), now: input(crawler(shared), ""), want: Adopt,
+		"v0.1.0's VMI of the same inputs is adopted":             {running: v010(base(), BindingBridge), now: input(base(), BindingBridge), want: Adopt},
+		"v0.1.0's shared VMI is adopted":                         {running: v010(crawler(shared), ""), now: input(crawler(shared), ""), want: Adopt},
+		"v0.1.0's VMI without cloud-init is adopted":             {running: v010(crawler(), ""), now: input(crawler(), ""), want: Adopt},
+		"v0.1.0's VMI with the user's data alone is adopted":     {running: v010(crawler(withUserData("#!/bin/sh\necho hi")), ""), now: input(crawler(withUserData("#!/bin/sh\necho hi")), ""), want: Adopt},
+		"v0.1.0's VMI of an RT-NIC without user data is adopted": {running: v010(crawler(withRTNIC(20*time.Millisecond)), BindingSRIOV), now: input(crawler(withRTNIC(20*time.Millisecond)), BindingSRIOV), want: Adopt},
+		"v0.1.0's VMI of another image is replaced": {
+			running: v010(base(), BindingBridge), now: input(with(func(c *isov1.CrawlerVM) { c.Spec.Guest.Image = "quay.io/org/crawler:2" }), BindingBridge), want: Outdated,
 		},
-		"an older release's VMI with the user's data alone is adopted": {
-			running: legacy(crawler(withUserData("#!/bin/sh\necho hi")), ""), now: input(crawler(withUserData("#!/bin/sh\necho hi")), ""), want: Adopt,
+		"v0.1.0's VMI on another node is replaced": {
+			running: v010(base(), BindingBridge), now: func() Input { in := input(base(), BindingBridge); in.Node = "elsewhere"; return in }(), want: Outdated,
 		},
-		"an older release's VMI of another image is replaced": {
-			running: legacy(base(), BindingBridge),
-			now:     input(func() *isov1.CrawlerVM { c := base(); c.Spec.Guest.Image = "quay.io/org/crawler:2"; return c }(), BindingBridge),
-			want:    Outdated,
+		"v0.1.0's VMI of another DSCP class is replaced": {
+			running: v010(base(), BindingBridge), now: input(with(func(c *isov1.CrawlerVM) { c.Spec.RTNIC.Deadline.Duration = 50 * time.Millisecond }), BindingBridge), want: Outdated,
 		},
-		"an older release's VMI on another node is replaced": {
-			running: legacy(base(), BindingBridge),
-			now:     func() Input { in := input(base(), BindingBridge); in.Node = "elsewhere"; return in }(),
-			want:    Outdated,
+		"v0.1.0's VMI of other user data is replaced": {
+			running: v010(base(), BindingBridge), now: input(with(func(c *isov1.CrawlerVM) { c.Spec.Guest.CloudInitUserData = "" }), BindingBridge), want: Outdated,
 		},
-		"an older release's VMI of another DSCP class is replaced": {
-			running: legacy(base(), BindingBridge), now: input(crawler(withRTNIC(50*time.Millisecond), constrained, withUserData("#cloud-config\nruncmd: [crawler]\n")), BindingBridge), want: Outdated,
+		"v0.1.0's VMI without the RT-NIC now asked for is replaced": {
+			running: v010(with(func(c *isov1.CrawlerVM) { c.Spec.RTNIC = nil }), ""), now: input(base(), BindingBridge), want: Outdated,
 		},
-		"an older release's VMI of other user data is replaced": {
-			running: legacy(base(), BindingBridge),
-			now:     input(func() *isov1.CrawlerVM { c := base(); c.Spec.Guest.CloudInitUserData = ""; return c }(), BindingBridge),
-			want:    Outdated,
+		"v0.1.0's VMI with tolerations no longer wanted is replaced": {
+			running: v010(base(), BindingBridge), now: input(with(func(c *isov1.CrawlerVM) { c.Spec.Placement.Tolerations = nil }), BindingBridge), want: Outdated,
 		},
-		"an older release's VMI without the RT-NIC now asked for is replaced": {
-			running: legacy(crawler(constrained, withUserData("#cloud-config\nruncmd: [crawler]\n")), ""), now: input(base(), BindingBridge), want: Outdated,
-		},
-		"an older release's VMI with tolerations no longer wanted is replaced": {
-			running: legacy(base(), BindingBridge),
-			now:     input(func() *isov1.CrawlerVM { c := base(); c.Spec.Placement.Tolerations = nil; return c }(), BindingBridge),
-			want:    Outdated,
+		"v0.1.0's dedicated VMI now shared is replaced": {
+			running: v010(crawler(), ""), now: input(crawler(shared), ""), want: Outdated,
 		},
 	}
 	for name, tc := range cases {
@@ -210,7 +214,7 @@ func TestVMIErrors(t *testing.T) {
 			in:   Input{CrawlerVM: crawler()},
 			want: "no node chosen",
 		},
-		"user data too long with the RT-NIC part": {
+		"user data too long with the agent's part": {
 			in:   input(crawler(withRTNIC(5*time.Millisecond), withUserData("#cloud-config\n"+strings.Repeat("#", 1900))), BindingBridge),
 			want: "over KubeVirt's 2048-byte limit",
 		},
@@ -229,12 +233,20 @@ func TestVMIErrors(t *testing.T) {
 	}
 }
 
-// The largest user data the API accepts still fits KubeVirt's limit with our part.
+// The largest user data the API accepts still fits KubeVirt's limit with our part, for
+// the longest names the API accepts (a 57-character crawler in a 63-character namespace,
+// so the longest gateway URL) and an RT-NIC to mark.
 func TestLargestAcceptedUserDataFits(t *testing.T) {
 	user := "#cloud-config\n" + strings.Repeat("#", 1024-len("#cloud-config\n"))
-	if _, err := VMI(input(crawler(withRTNIC(5*time.Millisecond), withUserData(user)), BindingBridge)); err != nil {
+	c := crawler(withRTNIC(5*time.Millisecond), withUserData(user))
+	c.Name, c.Namespace = strings.Repeat("c", 57), strings.Repeat("n", 63)
+	in := input(c, BindingBridge)
+	in.Agent = agentOf(c, "fd00:1234:5678:9abc:def0:1234:5678:9abc")
+	vmi, err := VMI(in)
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("user data: %d bytes of KubeVirt's %d", len(vmi.Spec.Volumes[len(vmi.Spec.Volumes)-1].CloudInitNoCloud.UserData), maxKubeVirtUserData)
 }
 
 func TestDSCPForDeadline(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/sizing"
+	"isochron.io/isochron/internal/slo"
 )
 
 // clusterGates are the feature gates a real cluster running isochron lists in its
@@ -68,6 +69,11 @@ func TestSamplesRenderAdmittedVMIs(t *testing.T) {
 	if n != len(inv.CrawlerVMs) {
 		t.Errorf("rendered %d VMIs for %d CrawlerVMs", n, len(inv.CrawlerVMs))
 	}
+}
+
+// agent is the probe agent as the operator renders it, its Service at a cluster IP.
+func agent(c *isov1.CrawlerVM) *render.Agent {
+	return &render.Agent{Image: slo.DefaultImage, Gateways: slo.GatewayURLs(c, "10.96.0.17")}
 }
 
 type option func(*isov1.CrawlerVM)
@@ -124,7 +130,7 @@ func TestRenderedVariantsAreAdmitted(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			vmi, err := render.VMI(render.Input{CrawlerVM: tc.cvm, Sizing: s, Node: "rt-node-1", RTBinding: tc.binding})
+			vmi, err := render.VMI(render.Input{CrawlerVM: tc.cvm, Sizing: s, Node: "rt-node-1", RTBinding: tc.binding, Agent: agent(tc.cvm)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -138,7 +144,7 @@ func TestRenderedVariantsAreAdmitted(t *testing.T) {
 func TestBrokenRenderingIsRefused(t *testing.T) {
 	c := crawlerVM()
 	s, _ := sizing.Size(&c.Spec, model.DefaultParams())
-	vmi, err := render.VMI(render.Input{CrawlerVM: c, Sizing: s, Node: "rt-node-1"})
+	vmi, err := render.VMI(render.Input{CrawlerVM: c, Sizing: s, Node: "rt-node-1", Agent: agent(c)})
 	if err != nil {
 		t.Fatal(err)
 	}
