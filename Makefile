@@ -100,10 +100,17 @@ demo: $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd ## Start a local c
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager, isochronctl and rtprobe static (CGO_ENABLED=0, -trimpath) into bin/, as the images ship them.
+build: ## Build the manager, isochronctl and rtprobe static (CGO_ENABLED=0, -trimpath) into bin/, as the images ship them, and the probe agent's disk.
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(LOCALBIN)/manager ./cmd/manager
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(LOCALBIN)/isochronctl ./cmd/isochronctl
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(LOCALBIN)/rtprobe ./cmd/rtprobe
+	# The agent's disk (rtprobe's /disk/agent.img, a VMI's containerDisk): the static
+	# rtprobe itself, padded to whole 512-byte sectors, read-only for qemu (107), as
+	# KubeVirt asks of a containerDisk. The guest copies it out and runs it.
+	rm -f $(LOCALBIN)/agent.img
+	cp $(LOCALBIN)/rtprobe $(LOCALBIN)/agent.img
+	truncate -s %512 $(LOCALBIN)/agent.img
+	chmod 0440 $(LOCALBIN)/agent.img
 
 ##@ Deployment (config/)
 

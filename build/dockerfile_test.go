@@ -35,8 +35,15 @@ import (
 )
 
 // images names each image and its program: build/<name>.Dockerfile ships the
-// static build of ./cmd/<name>.
+// static build of ./cmd/<name>, at /<name>.
 var images = []string{"manager", "rtprobe"}
+
+// extraFiles are, per image, the files of bin/ it ships besides its program: the COPY
+// that puts each where it belongs (after the program's), and who owns it there.
+var extraFiles = map[string][]struct{ src, dest, chown string }{
+	// The probe agent's disk, a containerDisk for KubeVirt: readable by qemu (107).
+	"rtprobe": {{src: "agent.img", dest: "/disk/agent.img", chown: "107:107"}},
+}
 
 // instruction is one Dockerfile instruction: its keyword in upper case and the
 // rest of its (continuation-joined) line.
@@ -135,10 +142,19 @@ func TestDockerfiles(t *testing.T) {
 				}
 			}
 
-			// The static binary, alone, at the root.
-			copyArgs := strings.Fields(only(t, file, ins, "COPY"))
-			if diff := cmp.Diff([]string{name, "/" + name}, copyArgs); diff != "" {
-				t.Errorf("%s: COPY (-want +got):\n%s", file, diff)
+			// The static binary at the root, then the image's other files, nothing else.
+			want := [][]string{{name, "/" + name}}
+			for _, f := range extraFiles[name] {
+				want = append(want, []string{"--chown=" + f.chown, f.src, f.dest})
+			}
+			var copies [][]string
+			for _, in := range ins {
+				if in.cmd == "COPY" {
+					copies = append(copies, strings.Fields(in.args))
+				}
+			}
+			if diff := cmp.Diff(want, copies); diff != "" {
+				t.Errorf("%s: COPY instructions (-want +got):\n%s", file, diff)
 			}
 
 			// Exec form, so it runs without a shell, of the binary just copied.
@@ -220,7 +236,7 @@ func TestMakeDockerBuild(t *testing.T) {
 			bin := after(build, "-o")
 
 			cp := find(t, "copy of "+bin, func(f []string) bool {
-				return len(f) == 3 && f[0] == "cp" && f[1] == bin
+				return len(f) == 3 && f[0] == "cp" && f[1] == bin && path.Base(f[2]) == name
 			})
 			context, copied := filepath.Split(cp[2])
 			context = filepath.Clean(context)
@@ -237,8 +253,20 @@ func TestMakeDockerBuild(t *testing.T) {
 			})
 
 			ins := parseDockerfile(t, name+".Dockerfile")
-			if src := strings.Fields(only(t, name+".Dockerfile", ins, "COPY")); len(src) == 0 || src[0] != copied {
-				t.Errorf("%s copies %q, but make puts %s in its context as %q", dockerfile, src, bin, copied)
+			var firstCopy string
+			for _, in := range ins {
+				if in.cmd == "COPY" && firstCopy == "" {
+					firstCopy = in.args
+				}
+			}
+			if src := strings.Fields(firstCopy); len(src) == 0 || src[0] != copied {
+				t.Errorf("%s copies %q first, but make puts %s in its context as %q", dockerfile, src, bin, copied)
+			}
+			// The other files come from bin/, where make build writes them.
+			for _, f := range extraFiles[name] {
+				find(t, "copy of "+f.src+" into "+context, func(l []string) bool {
+					return len(l) >= 3 && l[0] == "cp" && filepath.Base(l[len(l)-2]) == f.src && l[len(l)-1] == filepath.Join(context, f.src)
+				})
 			}
 		})
 	}

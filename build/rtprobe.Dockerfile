@@ -19,6 +19,9 @@ LABEL org.opencontainers.image.source="https://isochron.io/isochron" \
       org.opencontainers.image.version="${VERSION}"
 
 COPY rtprobe /rtprobe
+# The probe agent's disk, which a crawler's VMI mounts as a containerDisk (KubeVirt wants
+# it readable by qemu, 107).
+COPY --chown=107:107 agent.img /disk/agent.img
 
 # Numeric (the distroless "nonroot" user): there is no /etc/passwd, and
 # runAsNonRoot can only verify a numeric user.

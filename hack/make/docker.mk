@@ -10,19 +10,20 @@ DOCKER ?= docker
 IMAGE_CONTEXT := $(LOCALBIN)/image-context
 IMAGE_ARCHIVES := $(LOCALBIN)/images
 
-# $(call docker-image,NAME,TAG): build build/NAME.Dockerfile as TAG from a context
-# holding only bin/NAME.
+# $(call docker-image,NAME,TAG[,FILES]): build build/NAME.Dockerfile as TAG from a
+# context holding only bin/NAME and the other files of bin/ named in FILES.
 define docker-image
 rm -rf $(IMAGE_CONTEXT)/$(1)
 mkdir -p $(IMAGE_CONTEXT)/$(1)
 cp $(LOCALBIN)/$(1) $(IMAGE_CONTEXT)/$(1)/$(1)
-$(DOCKER) build -f build/$(1).Dockerfile --build-arg VERSION=$(VERSION) -t $(2) $(IMAGE_CONTEXT)/$(1)
+$(foreach f,$(3),cp -p $(LOCALBIN)/$(f) $(IMAGE_CONTEXT)/$(1)/$(f)
+)$(DOCKER) build -f build/$(1).Dockerfile --build-arg VERSION=$(VERSION) -t $(2) $(IMAGE_CONTEXT)/$(1)
 endef
 
 .PHONY: docker-build
 docker-build: build ## Build the images IMG (manager) and PROBE_IMG (rtprobe) FROM scratch; needs a Docker engine.
 	$(call docker-image,manager,$(IMG))
-	$(call docker-image,rtprobe,$(PROBE_IMG))
+	$(call docker-image,rtprobe,$(PROBE_IMG),agent.img)
 
 .PHONY: docker-save
 docker-save: docker-build ## Save both images to bin/images/{manager,rtprobe}.tar (for ctr images import, kind load image-archive).

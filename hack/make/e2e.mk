@@ -70,7 +70,7 @@ e2e-local-bins: envtest-bins $(ENVTEST_ASSETS)/kube-scheduler $(ENVTEST_ASSETS)/
 e2e-local-images: build ## Write the pause, rtprobe and manager images (FROM scratch, no engine) to bin/e2e-local/images.
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(LOCALBIN)/pause ./e2e/local/pause
 	e2e/local/image-archive.sh localhost/isochron/pause:e2e $(LOCALBIN)/pause $(E2E_LOCAL_IMAGES)/pause.tar
-	e2e/local/image-archive.sh $(PROBE_IMG) $(LOCALBIN)/rtprobe $(E2E_LOCAL_IMAGES)/rtprobe.tar
+	e2e/local/image-archive.sh $(PROBE_IMG) $(LOCALBIN)/rtprobe $(E2E_LOCAL_IMAGES)/rtprobe.tar $(LOCALBIN)/agent.img:/disk/agent.img:107:107:0440
 	e2e/local/image-archive.sh $(IMG) $(LOCALBIN)/manager $(E2E_LOCAL_IMAGES)/manager.tar
 
 # Multus' thin plugin, pinned by the separate module e2e/local/modules/multus (its go.mod must
@@ -131,7 +131,7 @@ E2E_LOCAL_PROBE_CPU ?= 200m
 e2e-local: e2e-local-prereqs ## Bring up the local cluster from scratch (all stages; e2e-local-down PURGE=1 first) and run the e2e suite on it.
 	$(MAKE) e2e-local-down PURGE=1
 	$(MAKE) e2e-local-up
-	KUBECONFIG=$(E2E_LOCAL_STATE)/admin.kubeconfig E2E_PROBE_CPU=$(E2E_LOCAL_PROBE_CPU) \
+	KUBECONFIG=$(E2E_LOCAL_STATE)/admin.kubeconfig E2E_PROBE_CPU=$(E2E_LOCAL_PROBE_CPU) E2E_GUEST_RUNS_AGENT=1 \
 		$(MAKE) e2e E2E_GUEST_IMAGE=$(E2E_GUEST_IMG)
 
 .PHONY: e2e-local-check
