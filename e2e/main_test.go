@@ -41,6 +41,9 @@ var (
 	kustomize  = env("KUSTOMIZE", "kustomize")
 	kubectl    = env("KUBECTL", "kubectl")
 	kubevirtNS = env("E2E_KUBEVIRT_NAMESPACE", "kubevirt")
+	// guestRunsAgent is set when the guest is known to run isochron's probe agent (the e2e
+	// guest of e2e/guest does): then a probe must judge counted intervals.
+	guestRunsAgent = os.Getenv("E2E_GUEST_RUNS_AGENT") != ""
 	// keep leaves the operator and the test namespaces in place after the run.
 	keep = os.Getenv("E2E_KEEP") != ""
 )

@@ -29,8 +29,9 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ref=$1 init=$2 out=$3 workdir=${4:-$repo/bin/e2e-local/guest}
 kernel_args=${GUEST_KERNEL_ARGS-isochron.ip=10.0.2.2/24 isochron.gw=10.0.2.1}
 [[ -f $init && -x $init ]] || die "$init is not an executable file"
-# The NIC driver and what it needs; built-in ones (modules.builtin) are skipped.
-modules=(virtio_pci virtio_net)
+# The NIC's and the disks' drivers (the agent's disk and the NoCloud disk) and what they
+# need; built-in ones (modules.builtin) are skipped.
+modules=(virtio_pci virtio_net virtio_blk)
 # Built-in options the guest cannot boot without: serial console, gzip initramfs, devtmpfs.
 required_config=(CONFIG_SERIAL_8250_CONSOLE CONFIG_BLK_DEV_INITRD CONFIG_RD_GZIP CONFIG_DEVTMPFS CONFIG_INET)
 mbr=/usr/lib/syslinux/mbr/mbr.bin

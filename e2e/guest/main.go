@@ -8,7 +8,8 @@
 //   - mounts /proc, /sys and /dev (devtmpfs) and makes /dev/console its stdin, stdout
 //     and stderr;
 //   - loads the kernel modules the image ships in /modules, in name order (Debian builds
-//     virtio-net as a module; the script prefixes the files so dependencies come first);
+//     virtio-net and virtio-blk as modules; the script prefixes the files so
+//     dependencies come first);
 //   - prints "isochron-e2e-guest: up" and the kernel release, the line the tests and
 //     humans wait for on the serial console;
 //   - brings lo and the first ethernet interface up and, when the kernel command line
@@ -16,8 +17,10 @@
 //     and default route over rtnetlink. There is no DHCP client: KubeVirt's masquerade
 //     binding always hands out 10.0.2.2/24 via 10.0.2.1, which the image's default
 //     command line sets statically;
-//   - answers UDP echo (RFC 862, port 7) for the probe's round trips, reaps zombies and
-//     never exits, since the kernel panics when PID 1 does.
+//   - answers UDP echo (RFC 862, port 7) for the probe's round trips;
+//   - runs isochron's probe agent as a cloud image's cloud-init would run isochron's
+//     part of the user data (agent.go);
+//   - reaps zombies and never exits, since the kernel panics when PID 1 does.
 package main
 
 import (
@@ -53,6 +56,7 @@ func main() {
 	}
 	configureNetwork()
 	go echo()
+	go startAgent()
 	reap()
 }
 
