@@ -5,6 +5,7 @@ package format
 import (
 	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // Duration writes d in Go's notation, to the microsecond and at most four significant
@@ -38,4 +39,17 @@ func CPU(milli int64) string {
 		return strconv.FormatInt(milli/1000, 10)
 	}
 	return strconv.FormatInt(milli, 10) + "m"
+}
+
+// Truncate cuts s to at most n bytes for a bounded status field, ending it with "..."
+// when cut, and never inside a UTF-8 character.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("...")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }

@@ -52,3 +52,20 @@ func TestCPU(t *testing.T) {
 		})
 	}
 }
+
+func TestTruncate(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly ten", 11, "exactly ten"},
+		{"a longer message", 10, "a longe..."},
+		{"6ms ×× 2", 8, "6ms ..."}, // never inside the two bytes of ×
+	} {
+		if got := Truncate(tc.s, tc.n); got != tc.want || len(got) > tc.n {
+			t.Errorf("Truncate(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
+		}
+	}
+}

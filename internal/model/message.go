@@ -67,15 +67,19 @@ func (s *nodeState) message(w *Workload, objective float64, pr Prediction, head 
 		}
 	}
 	pct := "p" + strconv.FormatFloat(objective, 'f', -1, 64)
+	errText := FormatError(pr.Error)
+	if pr.Correction != 1 && pr.Correction > 0 {
+		errText += fmt.Sprintf(" (the model's %s × %s, the node's calibration from probes)", FormatError(pr.Uncorrected), fmtNum(pr.Correction))
+	}
 	switch {
 	case pr.Within:
 		return fmt.Sprintf("%s: %s error %s within the %s tolerance (%s headroom)",
-			detail, pct, FormatError(pr.Error), FormatError(w.Tolerance), FormatError(w.Tolerance-pr.Error))
+			detail, pct, errText, FormatError(w.Tolerance), FormatError(w.Tolerance-pr.Error))
 	case pr.Error <= w.Tolerance:
 		return fmt.Sprintf("%s: infeasible although the %s error %s is within the %s tolerance; %s",
-			detail, pct, FormatError(pr.Error), FormatError(w.Tolerance), action)
+			detail, pct, errText, FormatError(w.Tolerance), action)
 	}
-	return fmt.Sprintf("%s: %s error %s over the %s tolerance; %s", detail, pct, FormatError(pr.Error), FormatError(w.Tolerance), action)
+	return fmt.Sprintf("%s: %s error %s over the %s tolerance; %s", detail, pct, errText, FormatError(w.Tolerance), action)
 }
 
 // FormatError writes a predicted error (or any delay of the model) for a message:

@@ -177,6 +177,9 @@ type Node struct {
 	CPUs float64
 	// Params are the node class's calibrated constants.
 	Params Params
+	// Correction multiplies every prediction's error on the node: what probes measured
+	// there against the model (package calibration). 0 means 1.
+	Correction float64
 }
 
 // Terms are the delays that make up a prediction, each at the objective percentile.
@@ -195,8 +198,13 @@ type Terms struct {
 // Prediction is the predicted interval error of one workload on a node.
 type Prediction struct {
 	Key string
-	// Error is the predicted interval error at the objective percentile.
+	// Error is the predicted interval error at the objective percentile: Uncorrected
+	// times the node's Correction.
 	Error time.Duration
+	// Uncorrected is the sum of the Terms, before the node's correction.
+	Uncorrected time.Duration
+	// Correction is the node's correction that Error includes (1 for none).
+	Correction float64
 	// Cause is the dominant term: vcpu-headroom, cpu-contention, host-io, nic-bandwidth or
 	// nic-deadline.
 	Cause string

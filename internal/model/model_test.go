@@ -569,3 +569,44 @@ func TestStudyFactsTable(t *testing.T) {
 	}
 	t.Log(b.String())
 }
+
+// A node's calibration multiplies every prediction there, keeps the terms the model
+// computed, decides Within on the corrected error and says so in the message.
+func TestCorrection(t *testing.T) {
+	ws := crawlers(7, 100) // about 1.9ms on the BMS host at a 5ms tolerance, host-io
+	for i := range ws {
+		ws[i].Tolerance = 5 * time.Millisecond
+	}
+	plain := Predict(bmsHost(), ws)[0]
+	for _, tc := range []struct {
+		name       string
+		correction float64
+		want       time.Duration
+		within     bool
+	}{
+		{"none (0 means 1)", 0, plain.Error, true},
+		{"1", 1, plain.Error, true},
+		{"measured at twice the model", 2, 2 * plain.Error, true},
+		{"measured at three times the model passes 5ms", 3, 3 * plain.Error, false},
+		{"measured at half the model", 0.5, plain.Error / 2, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := bmsHost()
+			n.Correction = tc.correction
+			got := Predict(n, ws)[0]
+			if d := got.Error - tc.want; d < -time.Nanosecond || d > time.Nanosecond {
+				t.Errorf("Error = %s, want %s", got.Error, tc.want)
+			}
+			if got.Uncorrected != plain.Uncorrected || got.Terms != plain.Terms {
+				t.Errorf("the correction changed the model's own figures: %s %+v, want %s %+v", got.Uncorrected, got.Terms, plain.Uncorrected, plain.Terms)
+			}
+			if got.Within != tc.within {
+				t.Errorf("Within = %v, want %v (error %s, tolerance 5ms)", got.Within, tc.within, got.Error)
+			}
+			mentions := strings.Contains(got.Message, "the node's calibration from probes")
+			if mentions != (tc.correction != 0 && tc.correction != 1) {
+				t.Errorf("message %q: mentions the calibration %v, want %v", got.Message, mentions, !mentions)
+			}
+		})
+	}
+}

@@ -28,11 +28,16 @@ type nodeState struct {
 	nic                      nicState
 	// ioByTail caches the host I/O figures per objective (they depend on nothing else).
 	ioByTail map[float64]hostIOFigures
+	// correction is the node's calibration (Node.Correction), 1 for none.
+	correction float64
 }
 
 func newNodeState(n Node, ws []Workload) *nodeState {
 	p := n.Params.withDefaults()
-	s := &nodeState{p: p, cpus: n.CPUs}
+	s := &nodeState{p: p, cpus: n.CPUs, correction: 1}
+	if n.Correction > 0 && !math.IsInf(n.Correction, 0) {
+		s.correction = n.Correction
+	}
 	if !(s.cpus > 0) || math.IsInf(s.cpus, 0) {
 		s.cpus = 0
 	}
@@ -285,7 +290,11 @@ func (s *nodeState) predict(i int, w *Workload, messages bool) Prediction {
 		HostIO:     seconds(io.queueSec),
 		NIC:        nic.delay,
 	}
-	total := min(Unbounded, t.Headroom+t.Contention+t.HostIO+t.NIC)
+	raw := min(Unbounded, t.Headroom+t.Contention+t.HostIO+t.NIC)
+	total := raw
+	if s.correction != 1 {
+		total = min(Unbounded, time.Duration(math.Round(float64(raw)*s.correction)))
+	}
 
 	// The largest term names the cause; ties go to the first in this order.
 	cause, largest := CauseNICBandwidth, time.Duration(-1)
@@ -306,7 +315,7 @@ func (s *nodeState) predict(i int, w *Workload, messages bool) Prediction {
 	if total <= w.Tolerance && !nic.feasible {
 		cause = nic.cause // the error fits; the RT-NIC is what fails
 	}
-	pr := Prediction{Key: w.Key, Error: total, Cause: cause, Within: within, Terms: t}
+	pr := Prediction{Key: w.Key, Error: total, Uncorrected: raw, Correction: s.correction, Cause: cause, Within: within, Terms: t}
 	if messages {
 		pr.Message = s.message(w, objective, pr, head, own, io, nic)
 	}

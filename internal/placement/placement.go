@@ -51,6 +51,9 @@ type Node struct {
 	HeldExclusiveMilli int64
 	// Params is the contention profile of the node's class.
 	Params model.Params
+	// Correction is the node's calibration from probes (package calibration), which
+	// multiplies every prediction there; 0 means 1.
+	Correction float64
 }
 
 // Resident is a crawler already placed on a node.
@@ -73,6 +76,8 @@ type Request struct {
 	Policy       isov1.PlacementPolicy
 	// Current is the node the crawler is on now, "" if none.
 	Current string
+	// Avoid is a node the crawler must leave: a probe refuted its SLO there. "" for none.
+	Avoid string
 }
 
 // Decision is the outcome of placing one crawler.
@@ -82,9 +87,11 @@ type Decision struct {
 	// Sizing is the crawler's size on the chosen node (unplaced: on the first node that
 	// passed the constraints, or on the built-in profile).
 	Sizing sizing.Result
-	// Predicted is the crawler's predicted interval error there, Cause its dominant term.
-	Predicted time.Duration
-	Cause     string
+	// Predicted is the crawler's predicted interval error there, Cause its dominant term,
+	// Correction the node's calibration it includes (1 for none).
+	Predicted  time.Duration
+	Cause      string
+	Correction float64
 	// Reason is why nothing fits: each node's binding constraint, grouped.
 	Reason string
 	// FreeCPUMilli is what is left on the chosen node after placing the crawler.
@@ -98,7 +105,7 @@ type Decision struct {
 // key: without messages (model.Evaluate) for deciding, with them (model.Predict) for
 // reporting.
 func (n *Node) evaluate(ws []model.Workload, messages bool) []model.Prediction {
-	m := model.Node{CPUs: n.CapacityCPUs, Params: n.Params}
+	m := model.Node{CPUs: n.CapacityCPUs, Params: n.Params, Correction: n.Correction}
 	if messages {
 		return model.Predict(m, ws)
 	}
@@ -323,7 +330,7 @@ func (p *Planner) Place(req Request) Decision {
 	defer func() { *buf = cands[:0] }()
 	for i := range p.nodes {
 		n := &p.nodes[i]
-		if n.Unschedulable || (dedicated && !p.cpuManager[i]) ||
+		if n.Unschedulable || n.Name == req.Avoid || (dedicated && !p.cpuManager[i]) ||
 			(sel != nil && !sel.Matches(labels.Set(n.Labels))) || !tolerated(n.Taints, req.Tolerations) {
 			continue // constraints(req, n) != ""
 		}
@@ -511,7 +518,7 @@ func (p *Planner) predict(req Request, c candidate, scratch *[]model.Workload) (
 	d := Decision{Node: n.Name, Sizing: c.s, FreeCPUMilli: c.free}
 	for _, pr := range preds {
 		if pr.Key == req.Key {
-			d.Predicted, d.Cause = pr.Error, pr.Cause
+			d.Predicted, d.Cause, d.Correction = pr.Error, pr.Cause, pr.Correction
 		} else {
 			d.Neighbours = append(d.Neighbours, pr)
 		}
@@ -570,6 +577,8 @@ func toleranceOf(ws []model.Workload, key string) time.Duration {
 // constraints returns why req may not run on n at all, or "".
 func constraints(req Request, n *Node) string {
 	switch {
+	case n.Name == req.Avoid:
+		return "a probe refuted the crawler's SLO there"
 	case n.Unschedulable:
 		return "node is cordoned"
 	case !labels.SelectorFromSet(req.NodeSelector).Matches(labels.Set(n.Labels)):

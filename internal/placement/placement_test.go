@@ -175,6 +175,27 @@ func TestPlace(t *testing.T) {
 			}(),
 			reason: "0/3 nodes fit: a, b: spec.placement.nodeSelector does not match; c: taint gpu=:NoSchedule not tolerated by spec.placement.tolerations",
 		},
+		"a refuted crawler leaves the node it was refuted on": {
+			req:       Request{Key: "bms/me", Spec: spec(400), Current: "a", Avoid: "a"},
+			nodes:     []Node{rtNode("a", 18), rtNode("b", 18)},
+			residents: []Resident{resident("bms/me", "a", spec(400))},
+			node:      "b",
+		},
+		"a refuted crawler with nowhere else to go is told why": {
+			req:       Request{Key: "bms/me", Spec: spec(400), Current: "a", Avoid: "a"},
+			nodes:     []Node{rtNode("a", 18)},
+			residents: []Resident{resident("bms/me", "a", spec(400))},
+			reason:    "a: a probe refuted the crawler's SLO there",
+		},
+		"a node calibrated at 4x refuses what the model alone would take there": {
+			req: Request{Key: "bms/new", Spec: spec(1000)}, // 4 vCPUs: 4.8ms uncorrected
+			nodes: func() []Node {
+				a, b := rtNode("a", 18), rtNode("b", 18)
+				a.Correction = 4
+				return []Node{a, b}
+			}(),
+			node: "b",
+		},
 		"no nodes at all": {
 			req:    Request{Key: "bms/new", Spec: spec(100)},
 			reason: "no nodes",

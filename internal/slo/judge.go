@@ -96,9 +96,7 @@ func Outcome(cvm *isov1.CrawlerVM, job *batchv1.Job, termination string, now tim
 	default:
 		res.Verdict, res.Reason, res.Message, res.IntervalError, res.RTNIC = Judge(cvm, rep)
 	}
-	if len(res.Message) > maxMessage {
-		res.Message = res.Message[:maxMessage-3] + "..."
-	}
+	res.Message = format.Truncate(res.Message, maxMessage)
 	if res.Verdict == isov1.VerdictFailed || res.Verdict == isov1.VerdictTimedOut {
 		res.ConsecutiveFailures = 1
 		if prev := cvm.Status.LastProbe; prev != nil && prev.ObservedGeneration == res.ObservedGeneration &&
