@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,6 +52,9 @@ type CrawlerVMReconciler struct {
 	clock clock.PassiveClock
 	// registry is where SetupWithManager registers the reconciler's metrics.
 	registry prometheus.Registerer
+	// minMoveInterval is the least time between two moves of one crawler under
+	// onRefuted Replace.
+	minMoveInterval time.Duration
 
 	metrics *metrics
 	// decide serialises placement decisions: each one reads every reservation made
@@ -71,6 +75,12 @@ func WithProbes(o slo.Options) Option { return func(r *CrawlerVMReconciler) { r.
 // schedules, backoffs and rate limits without sleeping.
 func WithClock(c clock.PassiveClock) Option { return func(r *CrawlerVMReconciler) { r.clock = c } }
 
+// WithMinMoveInterval sets the least time between two moves of one refuted crawler under
+// spec.placement.onRefuted Replace (default slo.DefaultMinMoveInterval).
+func WithMinMoveInterval(d time.Duration) Option {
+	return func(r *CrawlerVMReconciler) { r.minMoveInterval = d }
+}
+
 // WithRegistry registers the reconciler's metrics on reg instead of the manager's metrics
 // endpoint (controller-runtime's registry), as when a test runs several replicas in one
 // process.
@@ -88,6 +98,8 @@ func NewCrawlerVMReconciler(mgr ctrl.Manager, opts ...Option) *CrawlerVMReconcil
 		probes:      slo.DefaultOptions(slo.DefaultImage),
 		clock:       clock.RealClock{},
 		registry:    ctrlmetrics.Registry,
+
+		minMoveInterval: slo.DefaultMinMoveInterval,
 	}
 	for _, o := range opts {
 		o(r)
@@ -144,7 +156,23 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, svcErr
 	}
 	after, err := r.runProbes(ctx, cvm, running)
-	return ctrl.Result{RequeueAfter: after}, err
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	moved, wait, err := r.remediate(ctx, cvm, st, running)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if moved {
+		// The reservation moved: replace the VMI now (the old one is deleted; the new one
+		// is created on the new node once it is gone).
+		_, err := r.runVMI(ctx, cvm, gatewayIP)
+		return ctrl.Result{}, err
+	}
+	if wait > 0 && (after == 0 || wait < after) {
+		after = wait
+	}
+	return ctrl.Result{RequeueAfter: after}, nil
 }
 
 // statusWriter patches a CrawlerVM's status when, and only when, it changed, with an
@@ -228,8 +256,11 @@ func (r *CrawlerVMReconciler) triggers() []trigger {
 		{object: &corev1.Node{}, on: nodeCapacityChanged, wakes: unplaced},
 		// A pod leaving frees the CPUs it held (a Guaranteed pod's exclusive ones).
 		{object: &corev1.Pod{}, on: deleted, wakes: unplaced},
-		// A changed profile changes every prediction on the nodes it selects.
-		{object: &isov1.ContentionProfile{}, wakes: all},
+		// A changed profile, or class calibration, changes every prediction on the nodes
+		// it selects.
+		{object: &isov1.ContentionProfile{}, on: profileChanged, wakes: all},
+		// A node's calibration changes every prediction on it.
+		{object: &isov1.NodeCalibration{}, wakes: onNodeNamed},
 		// A crawler's RT network appearing or changing (bridge or SR-IOV binding).
 		{object: &nadv1.NetworkAttachmentDefinition{}, wakes: usingNetwork},
 	}
@@ -238,6 +269,13 @@ func (r *CrawlerVMReconciler) triggers() []trigger {
 // unplaced are the crawlers waiting for a node.
 func unplaced(_, _ client.Object) crawlers {
 	return crawlers{keep: func(c *isov1.CrawlerVM) bool { return c.Status.Placement == nil }}
+}
+
+// onNodeNamed are the crawlers placed on the node of the object's name (a
+// NodeCalibration's).
+func onNodeNamed(_, obj client.Object) crawlers {
+	node := obj.GetName()
+	return crawlers{keep: func(c *isov1.CrawlerVM) bool { return placedOn(c) == node }}
 }
 
 // all is every crawler.
@@ -329,6 +367,19 @@ func rtNetworkIndex(o client.Object) []string {
 	return []string{render.NetworkKey(c).String()}
 }
 
+// profileChanged selects what changes a profile's predictions: its spec (generation) and
+// its class correction; not the sample counts of its status.
+var profileChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld.(*isov1.ContentionProfile), e.ObjectNew.(*isov1.ContentionProfile)
+		if o == nil || n == nil {
+			return true
+		}
+		return o.Generation != n.Generation || o.Status.Correction != n.Status.Correction ||
+			o.Status.ObservedGeneration != n.Status.ObservedGeneration
+	},
+}
+
 // nodeCapacityChanged ignores the heartbeats that make up most Node updates.
 var nodeCapacityChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
@@ -336,6 +387,6 @@ var nodeCapacityChanged = predicate.Funcs{
 		if o == nil || n == nil {
 			return true
 		}
-		return !equality.Semantic.DeepEqual(inventory.Node(o, nil, 0), inventory.Node(n, nil, 0))
+		return !equality.Semantic.DeepEqual(inventory.Node(o, nil, 0, nil), inventory.Node(n, nil, 0, nil))
 	},
 }

@@ -24,6 +24,7 @@ import (
 	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/sizing"
 	"isochron.io/isochron/internal/slo"
+	"isochron.io/isochron/test/support/kubelet"
 	"isochron.io/isochron/test/support/testcases"
 )
 
@@ -54,10 +55,8 @@ func createNAD(t *testing.T, ns, name string) {
 // setVMIPhase reports a VMI's phase as virt-handler would.
 func setVMIPhase(t *testing.T, vmi *kubevirtv1.VirtualMachineInstance, phase kubevirtv1.VirtualMachineInstancePhase, node string) {
 	t.Helper()
-	vmi.Status.Phase = phase
-	vmi.Status.NodeName = node
-	if err := k8s.Update(context.Background(), vmi); err != nil {
-		t.Fatalf("setting VMI phase: %v", err)
+	if err := kubelet.SetVMIPhase(context.Background(), k8s, vmi, phase, node); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/calibration"
 	"isochron.io/isochron/internal/format"
 	"isochron.io/isochron/internal/inventory"
 	"isochron.io/isochron/internal/model"
@@ -91,20 +92,27 @@ func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, s
 		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.ReasonPlaced, "Placed on node %s with %d vCPUs (%d exclusive CPUs), predicted interval error %s",
 			d.Node, want.VCPUs, want.HostCPUs, format.Duration(d.Predicted))
 	}
+	hold(cvm, d, "")
+	// Persist the reservation before the next decision may read it.
+	return false, st.persist(ctx, cvm)
+}
+
+// hold makes decision d, which placed the crawler, its reservation: status.sizing and
+// status.placement, the Placed condition (its message after prefix) and AtRisk.
+func hold(cvm *isov1.CrawlerVM, d placement.Decision, prefix string) {
+	want := d.Sizing
 	cvm.Status.Sizing = want.Status()
-	cvm.Status.Placement = placementStatus(cvm, d.Node, d.Predicted)
+	cvm.Status.Placement = placementStatus(cvm, d.Node, d.Predicted, d.Correction)
 	holds := fmt.Sprintf("%d exclusive CPUs (%d vCPUs and the emulator thread)", want.HostCPUs, want.VCPUs)
 	if !want.Dedicated() {
 		holds = fmt.Sprintf("a %s CPU request in the shared pool for %d vCPUs", format.CPU(want.CPURequestMilli), want.VCPUs)
 	}
 	setCondition(cvm, isov1.ConditionPlaced, true, isov1.ReasonPlaced,
-		fmt.Sprintf("node %s holds %s; predicted interval error %s (%s) within %s; %s CPU left there",
-			d.Node, holds, format.Duration(d.Predicted), d.Cause, format.Duration(cvm.Spec.ErrorBudget.Tolerance.Duration), format.CPU(d.FreeCPUMilli)))
+		fmt.Sprintf("%snode %s holds %s; predicted interval error %s (%s) within %s; %s CPU left there",
+			prefix, d.Node, holds, format.Duration(d.Predicted), d.Cause, format.Duration(cvm.Spec.ErrorBudget.Tolerance.Duration), format.CPU(d.FreeCPUMilli)))
 	// A node is chosen only where every crawler stays within budget.
 	risk, reason, msg := atRisk(d.Node, model.Prediction{Error: d.Predicted, Cause: d.Cause, Within: true}, cvm.Spec.ErrorBudget.Tolerance.Duration)
 	setCondition(cvm, isov1.ConditionAtRisk, risk, reason, msg)
-	// Persist the reservation before the next decision may read it.
-	return false, st.persist(ctx, cvm)
 }
 
 func (r *CrawlerVMReconciler) isPlaced(cvm *isov1.CrawlerVM) bool {
@@ -112,15 +120,20 @@ func (r *CrawlerVMReconciler) isPlaced(cvm *isov1.CrawlerVM) bool {
 		apimeta.IsStatusConditionTrue(cvm.Status.Conditions, isov1.ConditionPlaced)
 }
 
-// placementStatus records the node and the prediction; headroom is tolerance minus it.
-func placementStatus(cvm *isov1.CrawlerVM, node string, predicted time.Duration) *isov1.PlacementStatus {
+// placementStatus records the node and the prediction, with the node's correction it
+// includes; headroom is tolerance minus it.
+func placementStatus(cvm *isov1.CrawlerVM, node string, predicted time.Duration, correction float64) *isov1.PlacementStatus {
 	// Whole microseconds keep the status stable and readable ("1.712ms").
 	predicted = predicted.Round(time.Microsecond)
-	return &isov1.PlacementStatus{
+	ps := &isov1.PlacementStatus{
 		Node:           node,
 		PredictedError: &metav1.Duration{Duration: predicted},
 		Headroom:       &metav1.Duration{Duration: cvm.Spec.ErrorBudget.Tolerance.Duration - predicted},
 	}
+	if correction > 0 && correction != 1 {
+		ps.Correction = isov1.Decimal(calibration.Format(correction))
+	}
+	return ps
 }
 
 // refreshPrediction updates a placed crawler's predicted error for what is on its node
@@ -131,7 +144,7 @@ func (r *CrawlerVMReconciler) refreshPrediction(cvm *isov1.CrawlerVM, inv *clust
 	if !ok {
 		return
 	}
-	cvm.Status.Placement = placementStatus(cvm, node, pred.Error)
+	cvm.Status.Placement = placementStatus(cvm, node, pred.Error, pred.Correction)
 	risk, reason, msg := atRisk(node, pred, cvm.Spec.ErrorBudget.Tolerance.Duration)
 	if risk && !apimeta.IsStatusConditionTrue(cvm.Status.Conditions, isov1.ConditionAtRisk) {
 		r.Recorder.Event(cvm, corev1.EventTypeWarning, reason, msg)
@@ -210,9 +223,13 @@ func (r *CrawlerVMReconciler) runVMI(ctx context.Context, cvm *isov1.CrawlerVM, 
 		if err := r.Delete(ctx, current, client.Preconditions{UID: &current.UID}); client.IgnoreNotFound(err) != nil {
 			return nil, fmt.Errorf("deleting outdated VMI %s: %w", current.Name, err)
 		}
-		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.ReasonVMIReplacing, "Replacing VMI %s: spec generation %d changed what it is made from (spec, size, node or RT binding)", current.Name, cvm.Generation)
+		why := fmt.Sprintf("spec generation %d changed what it is made from (spec, size, node or RT binding)", cvm.Generation)
+		if on := current.Status.NodeName; on != "" && on != held.Node {
+			why = fmt.Sprintf("the crawler moved from node %s to node %s", on, held.Node)
+		}
+		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.ReasonVMIReplacing, "Replacing VMI %s: %s", current.Name, why)
 		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonVMIReplacing,
-			fmt.Sprintf("spec generation %d changed the VMI; VMI %s is being replaced (VMI specs are immutable)", cvm.Generation, current.Name))
+			fmt.Sprintf("%s; VMI %s is being replaced (VMI specs are immutable)", why, current.Name))
 		return nil, nil
 	}
 	ok, reason, msg := readiness(current)

@@ -35,7 +35,7 @@ func (r *CrawlerVMReconciler) runProbes(ctx context.Context, cvm *isov1.CrawlerV
 	}
 	active, unrecorded := slo.Sort(jobs.Items, cvm, cvm.Status.LastProbe)
 	if unrecorded != nil {
-		if err := r.record(ctx, cvm, unrecorded); err != nil {
+		if err := r.record(ctx, cvm, unrecorded, running); err != nil {
 			return 0, err
 		}
 	}
@@ -82,8 +82,10 @@ func (r *CrawlerVMReconciler) runProbes(ctx context.Context, cvm *isov1.CrawlerV
 	return d.After, nil
 }
 
-// record turns a finished probe Job into status.lastProbe, an Event and metrics.
-func (r *CrawlerVMReconciler) record(ctx context.Context, cvm *isov1.CrawlerVM, newest *batchv1.Job) error {
+// record turns a finished probe Job into status.lastProbe, a calibration sample of the
+// crawler's node (calibrate), an Event and metrics. A sample that cannot be written
+// leaves the Job unrecorded, so the next reconcile records both.
+func (r *CrawlerVMReconciler) record(ctx context.Context, cvm *isov1.CrawlerVM, newest *batchv1.Job, running *kubevirtv1.VirtualMachineInstance) error {
 	// The Job finished after its pod did; read the pod from the API server, not from a
 	// cache that may not have seen its final status yet.
 	pods := &corev1.PodList{}
@@ -91,6 +93,9 @@ func (r *CrawlerVMReconciler) record(ctx context.Context, cvm *isov1.CrawlerVM, 
 		return fmt.Errorf("reading the pod of probe Job %s: %w", newest.Name, err)
 	}
 	res := slo.Outcome(cvm, newest, slo.TerminationMessage(pods.Items), r.clock.Now())
+	if err := r.calibrate(ctx, cvm, &res, running); err != nil {
+		return err
+	}
 	cvm.Status.LastProbe = &res
 	r.metrics.probeRuns.WithLabelValues(string(res.Verdict)).Inc()
 	kind := corev1.EventTypeWarning

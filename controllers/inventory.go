@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/calibration"
 	"isochron.io/isochron/internal/inventory"
 	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/placement"
@@ -17,6 +18,19 @@ import (
 type clusterInventory struct {
 	nodes     []placement.Node
 	residents []placement.Resident
+	// calibration is, per node, what its correction rests on.
+	calibration map[string]nodeCalibration
+}
+
+// nodeCalibration is a node's profile (nil: the built-in defaults), NodeCalibration (nil:
+// none) and the correction they give it.
+type nodeCalibration struct {
+	profile    *isov1.ContentionProfile
+	cal        *isov1.NodeCalibration
+	correction float64
+	source     calibration.Source
+	// samples is how many of cal's samples are of the node's profile and generation.
+	samples int
 }
 
 // gather reads Nodes, ContentionProfiles and Pods from the cache, and the crawlers (the
@@ -34,15 +48,29 @@ func (r *CrawlerVMReconciler) gather(ctx context.Context, crawlers client.Reader
 	if err := r.List(ctx, pods); err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
 	}
+	cals := &isov1.NodeCalibrationList{}
+	if err := r.List(ctx, cals); err != nil {
+		return nil, fmt.Errorf("listing node calibrations: %w", err)
+	}
+	calOf := make(map[string]*isov1.NodeCalibration, len(cals.Items))
+	for i := range cals.Items {
+		calOf[cals.Items[i].Name] = &cals.Items[i]
+	}
 	cvms := &isov1.CrawlerVMList{}
 	if err := crawlers.List(ctx, cvms); err != nil {
 		return nil, fmt.Errorf("listing crawlers: %w", err)
 	}
 	held := inventory.HeldExclusiveMilli(pods.Items)
-	inv := &clusterInventory{nodes: make([]placement.Node, 0, len(nodes.Items))}
+	inv := &clusterInventory{nodes: make([]placement.Node, 0, len(nodes.Items)), calibration: make(map[string]nodeCalibration, len(nodes.Items))}
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
-		inv.nodes = append(inv.nodes, inventory.Node(n, profiles.Items, held[n.Name]))
+		pn := inventory.Node(n, profiles.Items, held[n.Name], calOf[n.Name])
+		inv.nodes = append(inv.nodes, pn)
+		nc := nodeCalibration{profile: inventory.ProfileFor(n, profiles.Items), cal: calOf[n.Name]}
+		nc.correction, nc.source = inventory.Correction(nc.profile, nc.cal)
+		name, gen := inventory.ProfileOf(nc.profile)
+		nc.samples = len(inventory.Samples(nc.cal, name, gen))
+		inv.calibration[n.Name] = nc
 	}
 	for i := range cvms.Items {
 		if res, ok := inventory.Resident(&cvms.Items[i]); ok {

@@ -37,6 +37,8 @@ type metrics struct {
 	atRisk             *prometheus.GaugeVec
 	placementDecisions *prometheus.CounterVec
 	placementDuration  prometheus.Histogram
+	moves              *prometheus.CounterVec
+	calibrationSamples *prometheus.CounterVec
 
 	// start is when this process began reporting: probe results that finished before it
 	// are not added to the counters (a previous leader did).
@@ -113,9 +115,21 @@ func newMetrics(start time.Time) *metrics {
 			Help:    "Time one placement decision took: reading the cluster from the API server and running the model on the candidates.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15), // 1 ms .. 16 s
 		}),
+		moves: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "isochron_crawler_moves_total",
+			Help: "What isochron did about refuting probes under spec.placement.onRefuted Replace: moved (re-placed on another node) or stayed (no other node fits).",
+		}, []string{"result"}),
+		calibrationSamples: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "isochron_calibration_samples_total",
+			Help: "Conclusive probes recorded in their node's calibration, by verdict (Confirmed, Refuted).",
+		}, []string{"verdict"}),
 		start:   start,
 		counted: map[string]string{},
 	}
+	m.moves.WithLabelValues(moveMoved)
+	m.moves.WithLabelValues(moveStayed)
+	m.calibrationSamples.WithLabelValues(string(isov1.VerdictConfirmed))
+	m.calibrationSamples.WithLabelValues(string(isov1.VerdictRefuted))
 	// Every result from 0, so that rates work from the start.
 	m.placementDecisions.WithLabelValues("placed")
 	m.placementDecisions.WithLabelValues("unschedulable")
@@ -134,7 +148,8 @@ func (m *metrics) crawlerGauges() []*prometheus.GaugeVec {
 
 // register adds the metrics, and the node collector, to reg.
 func (m *metrics) register(reg prometheus.Registerer, nodes prometheus.Collector) error {
-	cs := []prometheus.Collector{m.probeRuns, m.probeIntervals, m.probeIntervalsOver, m.placementDecisions, m.placementDuration, nodes}
+	cs := []prometheus.Collector{m.probeRuns, m.probeIntervals, m.probeIntervalsOver, m.placementDecisions, m.placementDuration,
+		m.moves, m.calibrationSamples, nodes}
 	for _, g := range m.crawlerGauges() {
 		cs = append(cs, g)
 	}
@@ -248,7 +263,7 @@ type nodeCollector struct {
 	r      *CrawlerVMReconciler
 	leader <-chan struct{}
 
-	exclusive, free, crawlers, worst *prometheus.Desc
+	exclusive, free, crawlers, worst, correction, samples *prometheus.Desc
 }
 
 func newNodeCollector(r *CrawlerVMReconciler, leader <-chan struct{}) *nodeCollector {
@@ -263,6 +278,10 @@ func newNodeCollector(r *CrawlerVMReconciler, leader <-chan struct{}) *nodeColle
 			"Crawlers placed on the node.", node, nil),
 		worst: prometheus.NewDesc("isochron_node_worst_predicted_interval_error_seconds",
 			"Largest interval error the contention model predicts for a crawler on the node (0 without crawlers).", node, nil),
+		correction: prometheus.NewDesc("isochron_node_calibration_correction",
+			"Correction from probes that multiplies every prediction on the node, by source: Node (its own probes), Class (its profile's nodes'), None (too few probes: 1).", []string{"node", "source"}, nil),
+		samples: prometheus.NewDesc("isochron_node_calibration_samples",
+			"Probe samples of the node's current profile in its NodeCalibration (at most 5).", node, nil),
 	}
 }
 
@@ -271,6 +290,8 @@ func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.free
 	ch <- c.crawlers
 	ch <- c.worst
+	ch <- c.correction
+	ch <- c.samples
 }
 
 func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -291,5 +312,8 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.free, prometheus.GaugeValue, float64(s.FreeMilli)/1000, s.Node)
 		ch <- prometheus.MustNewConstMetric(c.crawlers, prometheus.GaugeValue, float64(len(s.Crawlers)), s.Node)
 		ch <- prometheus.MustNewConstMetric(c.worst, prometheus.GaugeValue, s.WorstPredicted.Seconds(), s.Node)
+		cal := inv.calibration[s.Node]
+		ch <- prometheus.MustNewConstMetric(c.correction, prometheus.GaugeValue, cal.correction, s.Node, string(cal.source))
+		ch <- prometheus.MustNewConstMetric(c.samples, prometheus.GaugeValue, float64(cal.samples), s.Node)
 	}
 }

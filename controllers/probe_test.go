@@ -20,11 +20,8 @@ import (
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/slo"
-	"isochron.io/isochron/probes/gateway"
-	"isochron.io/isochron/probes/interval"
 	"isochron.io/isochron/probes/report"
-	"isochron.io/isochron/probes/rtt"
-	"isochron.io/isochron/probes/stats"
+	"isochron.io/isochron/test/support/kubelet"
 )
 
 // The probe tests run the real Job controller (kube-controller-manager) but no kubelet:
@@ -91,21 +88,8 @@ func waitForProbePod(t *testing.T, c *isov1.CrawlerVM) (*batchv1.Job, *corev1.Po
 // finishPod reports the probe container's end as the kubelet would.
 func finishPod(t *testing.T, pod *corev1.Pod, exitCode int32, message string) {
 	t.Helper()
-	phase := corev1.PodSucceeded
-	if exitCode != 0 {
-		phase = corev1.PodFailed
-	}
-	now := metav1.Now()
-	pod.Status.Phase = phase
-	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
-		Name:  "rtprobe",
-		Image: pod.Spec.Containers[0].Image,
-		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-			ExitCode: exitCode, Message: message, StartedAt: now, FinishedAt: now,
-		}},
-	}}
-	if err := k8s.Status().Update(context.Background(), pod); err != nil {
-		t.Fatalf("reporting the probe pod's end: %v", err)
+	if err := kubelet.FinishPod(context.Background(), k8s, pod, exitCode, message); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -113,25 +97,11 @@ func finishPod(t *testing.T, pod *corev1.Pod, exitCode int32, message string) {
 // sent > 0, round trips of which late missed the deadline.
 func probeReport(t *testing.T, n int64, atUs float64, over, sent, late int64) string {
 	t.Helper()
-	now := time.Now().UTC()
-	r := report.Report{Version: report.Version, Start: now.Add(-10 * time.Second), End: now, Objective: 99.999}
-	r.Interval = &gateway.Result{
-		Summary:       stats.Summary{Metric: gateway.Metric, Unit: "us", Count: n, Min: 3, P50: 150, P99: 900, P999: 1500, P99999: atUs, Max: atUs},
-		Requests:      n,
-		Counts:        interval.Counts{Arrivals: n, Points: 400, Intervals: n},
-		AtObjective:   &atUs,
-		OverTolerance: &over,
-	}
-	if sent > 0 {
-		at := 1800.0
-		s := stats.Summary{Metric: rtt.Metric, Unit: "us", Count: sent, P99: 700, P99999: at, Max: 6000}
-		r.RTT = &rtt.Result{Summary: s.WithDeadline(5000, late), Sent: sent, Late: late, AtObjective: &at}
-	}
-	b, err := r.Marshal()
+	r, err := kubelet.ProbeReport(n, atUs, over, sent, late)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(b)
+	return r
 }
 
 func waitForSLO(t *testing.T, c *isov1.CrawlerVM, status metav1.ConditionStatus, reason string) {

@@ -132,6 +132,18 @@ const (
 	EventReasonProbeInconclusive = "ProbeInconclusive"
 	EventReasonProbeFailed       = "ProbeFailed"
 	EventReasonProbeTimedOut     = "ProbeTimedOut"
+	// EventReasonMoved: under onRefuted Replace, a refuted crawler was re-placed on
+	// another node; its VMI is recreated there.
+	EventReasonMoved = "Moved"
+	// EventReasonNoBetterNode: under onRefuted Replace, no other node is predicted to
+	// fit a refuted crawler; it stays where it is.
+	EventReasonNoBetterNode = "NoBetterNode"
+	// EventReasonMoveDeferred: under onRefuted Replace, a refuted crawler moved less
+	// than the minimum move interval ago; it moves when the interval has passed.
+	EventReasonMoveDeferred = "MoveDeferred"
+	// EventReasonRecalibrated: a conclusive probe changed the correction of the
+	// crawler's node (recorded on the CrawlerVM whose probe it was).
+	EventReasonRecalibrated = "Recalibrated"
 )
 
 // EventReason is the reason of the Event that records a probe with verdict v.

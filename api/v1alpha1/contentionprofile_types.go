@@ -134,10 +134,36 @@ type NICProfile struct {
 	RequestBits int64 `json:"requestBits,omitempty"`
 }
 
+// ContentionProfileStatus is the class calibration: what probes on every node the
+// profile selects measured against the model with its parameters.
+type ContentionProfileStatus struct {
+	// observedGeneration is the profile generation the calibration is of; a correction
+	// of an earlier generation is not applied.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// correction is the class correction: the median of the ratios of the latest samples
+	// of every node of the class (their NodeCalibrations), bounded to [0.5, 4]. A node
+	// with fewer than 2 samples of its own takes it. Absent with fewer than 2 samples in
+	// the class.
+	// +optional
+	Correction Decimal `json:"correction,omitempty"`
+	// samples is how many samples the correction rests on.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Samples *int32 `json:"samples,omitempty"`
+	// nodes is how many of the class's nodes have samples.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Nodes *int32 `json:"nodes,omitempty"`
+}
+
 // ContentionProfile calibrates isochron's contention model for a class of nodes.
 // +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=cprof,categories=isochron
 // +kubebuilder:printcolumn:name="PRECEDENCE",type=integer,JSONPath=`.spec.precedence`
+// +kubebuilder:printcolumn:name="CORRECTION",type=string,JSONPath=`.status.correction`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
 type ContentionProfile struct {
 	metav1.TypeMeta `json:",inline"`
@@ -148,6 +174,10 @@ type ContentionProfile struct {
 	// spec selects nodes and sets the model's parameters for them.
 	// +required
 	Spec ContentionProfileSpec `json:"spec"` //nolint:kubeapilinter // requiredfields: its zero value, nodeSelector {} (every node), is a valid profile; see NodeSelector.
+
+	// status is the class calibration isochron derives from probes.
+	// +optional
+	Status ContentionProfileStatus `json:"status,omitempty"` //nolint:kubeapilinter // optionalfields: the status of a Kubernetes object is a value, by convention.
 }
 
 // ContentionProfileList is a list of ContentionProfiles.

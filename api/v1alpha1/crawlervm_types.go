@@ -30,6 +30,19 @@ const (
 	PlacementPolicySpread PlacementPolicy = "spread"
 )
 
+// RefutedAction is what isochron does when a probe refutes a crawler's SLO on its node.
+// +kubebuilder:validation:Enum=Report;Replace
+type RefutedAction string
+
+const (
+	// RefutedReport: report only (SLOConfirmed, Events, metrics); the crawler stays.
+	RefutedReport RefutedAction = "Report"
+	// RefutedReplace: re-place the crawler where the corrected contention model predicts
+	// it fits, within spec.placement's constraints, and recreate its VMI there; at most
+	// once per refuting probe and once per minimum move interval (docs/probes.md).
+	RefutedReplace RefutedAction = "Replace"
+)
+
 // CrawlerVMSpec is what a crawler needs: its request rate, its timing budget, its guest
 // and, optionally, a real-time NIC, placement constraints and probe settings.
 type CrawlerVMSpec struct {
@@ -172,6 +185,23 @@ type Placement struct {
 	// +optional
 	// +kubebuilder:default=pack
 	Policy PlacementPolicy `json:"policy,omitempty"`
+
+	// onRefuted is what isochron does when a probe refutes the crawler's SLO on its
+	// node: Report (the default) only reports; Replace moves the crawler to a node where
+	// the corrected contention model predicts it fits, recreating its VMI there (a
+	// restart of the guest), at most once per refuting probe and once per minimum move
+	// interval; when no node fits, it stays and says so.
+	// +optional
+	// +kubebuilder:default=Report
+	OnRefuted RefutedAction `json:"onRefuted,omitempty"`
+}
+
+// OnRefuted is what the crawler asks for when a probe refutes its SLO (Report if unset).
+func (s *CrawlerVMSpec) OnRefuted() RefutedAction {
+	if s.Placement != nil && s.Placement.OnRefuted == RefutedReplace {
+		return RefutedReplace
+	}
+	return RefutedReport
 }
 
 // ProbeTraffic is whose requests a probe measures.
@@ -403,6 +433,38 @@ type CrawlerVMStatus struct {
 	// lastProbe is the outcome of the last probe run that finished.
 	// +optional
 	LastProbe *ProbeResult `json:"lastProbe,omitempty"`
+
+	// lastRemediation is what isochron last did about a refuting probe under
+	// spec.placement.onRefuted Replace: the move, or why the crawler stayed.
+	// +optional
+	LastRemediation *Remediation `json:"lastRemediation,omitempty"`
+}
+
+// Remediation is what isochron did about one refuting probe.
+type Remediation struct {
+	// job is the refuting probe Job acted on: a probe is acted on once.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Job string `json:"job,omitempty"`
+	// time is when isochron acted.
+	// +required
+	Time metav1.Time `json:"time,omitzero"` //nolint:kubeapilinter // requiredfields: the operator always sets it; omitzero omits an unset one, which the API server then refuses.
+	// from is the node the probe refuted the crawler on.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	From string `json:"from,omitempty"`
+	// to is the node the crawler moved to; absent when no node fitted and it stayed.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	To string `json:"to,omitempty"`
+	// message says why it moved there, or why it stayed.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	Message string `json:"message,omitempty"`
 }
 
 // Sizing is the size chosen for a crawler's VM.
@@ -441,9 +503,15 @@ type PlacementStatus struct {
 	// +optional
 	PredictedError *metav1.Duration `json:"predictedError,omitempty"`
 	// headroom is tolerance minus predictedError; negative when a change on the node
-	// (neighbours, a profile) pushed the prediction past the tolerance.
+	// (neighbours, a profile, a calibration) pushed the prediction past the tolerance.
 	// +optional
 	Headroom *metav1.Duration `json:"headroom,omitempty"`
+	// correction is the node's calibration from probes that predictedError includes (the
+	// contention model's figure times it); absent for none (1). The node's
+	// NodeCalibration, or its ContentionProfile's status for a class correction, shows
+	// what it rests on.
+	// +optional
+	Correction Decimal `json:"correction,omitempty"`
 }
 
 // VMIStatus names the crawler's VirtualMachineInstance and its phase.

@@ -111,10 +111,11 @@ status: {allocatable: {cpu: "4", memory: 8Gi, hugepages-2Mi: 4Gi}}
 // The plans of the samples on the demo's nodes, and of a tricky input: a v1 List of Nodes
 // as kubectl prints them (a tainted control plane, a cordoned node, a node without the
 // CPU Manager), a ContentionProfile that halves the size of the crawlers on its class,
-// and a crawler no node can hold.
+// and a crawler no node can hold; and the samples again with a node calibrated by probes.
 func TestPlanGolden(t *testing.T) {
 	samples := []string{"plan", "-f", "../../config/samples", "-f", "../../hack/demo/nodes.yaml"}
 	tricky := []string{"plan", "-f", "testdata/plan-tricky"}
+	calibrated := append(append([]string(nil), samples...), "-f", "testdata/plan-calibrated")
 	cases := map[string]struct {
 		args []string
 		code int
@@ -123,6 +124,8 @@ func TestPlanGolden(t *testing.T) {
 		"plan-samples.json": {args: append(samples, "-o", "json"), code: exitOK},
 		"plan-tricky.txt":   {args: tricky, code: exitNotPlaced},
 		"plan-tricky.json":  {args: append(tricky, "-o", "json"), code: exitNotPlaced},
+		// rt-node-2's NodeCalibration (correction 3) moves tower-a to rt-node-1.
+		"plan-calibrated.txt": {args: calibrated, code: exitOK},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

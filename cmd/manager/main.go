@@ -24,7 +24,7 @@ func main() {
 	var leaderElect, secureMetrics, enableHTTP2 bool
 	var concurrency, qps, burst int
 	var probeImage, probeCPU, leaderElectionNamespace string
-	var probeGrace, probeTTL time.Duration
+	var probeGrace, probeTTL, minMoveInterval time.Duration
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address of the metrics endpoint (\"0\" disables it).")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader, so that only one replica places crawlers at a time.")
@@ -38,6 +38,7 @@ func main() {
 	flag.DurationVar(&probeGrace, "probe-grace", 5*time.Minute, "Time a probe Job gets beyond spec.probe.duration to start and report before it is failed as timed out.")
 	flag.DurationVar(&probeTTL, "probe-ttl", time.Hour, "How long finished probe Jobs and their pods (with logs) are kept.")
 	flag.StringVar(&probeCPU, "probe-cpu", slo.DefaultCPU.String(), "CPU request and limit of the probe pods (Guaranteed). A whole number gets exclusive CPUs under the static CPU Manager; a fraction (e.g. 200m) runs on the shared pool, for nodes too small to spare a CPU.")
+	flag.DurationVar(&minMoveInterval, "min-move-interval", slo.DefaultMinMoveInterval, "Least time between two moves of one crawler that probes refute under spec.placement.onRefuted Replace; each move restarts its guest.")
 	opts := zap.Options{Development: false}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -72,7 +73,8 @@ func main() {
 		os.Exit(1)
 	}
 	r := controllers.NewCrawlerVMReconciler(mgr, controllers.WithConcurrency(concurrency),
-		controllers.WithProbes(slo.Options{Image: probeImage, Grace: probeGrace, TTL: probeTTL, CPU: cpu}))
+		controllers.WithProbes(slo.Options{Image: probeImage, Grace: probeGrace, TTL: probeTTL, CPU: cpu}),
+		controllers.WithMinMoveInterval(minMoveInterval))
 	if err := r.SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Unable to set up controller", "controller", "CrawlerVM")
 		os.Exit(1)

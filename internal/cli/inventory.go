@@ -3,6 +3,7 @@ package cli
 import (
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 
+	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/inventory"
 	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/placement"
@@ -17,11 +18,16 @@ func (inv *Inventory) network(key string) *nadv1.NetworkAttachmentDefinition {
 	return nil
 }
 
-// PlacementNodes are the input's Nodes as placement sees them, with their profiles.
+// PlacementNodes are the input's Nodes as placement sees them, with their profiles and
+// their corrections from the input's NodeCalibrations.
 func (inv *Inventory) PlacementNodes() []placement.Node {
+	cals := make(map[string]*isov1.NodeCalibration, len(inv.Calibrations))
+	for i := range inv.Calibrations {
+		cals[inv.Calibrations[i].Name] = &inv.Calibrations[i]
+	}
 	nodes := make([]placement.Node, 0, len(inv.Nodes))
 	for _, n := range inv.Nodes {
-		nodes = append(nodes, inventory.Node(n, inv.Profiles, 0))
+		nodes = append(nodes, inventory.Node(n, inv.Profiles, 0, cals[n.Name]))
 	}
 	return nodes
 }
@@ -40,7 +46,7 @@ func (inv *Inventory) Requests() []placement.Request {
 func (inv *Inventory) paramsOf(name string) model.Params {
 	for _, n := range inv.Nodes {
 		if n.Name == name {
-			return inventory.Node(n, inv.Profiles, 0).Params
+			return inventory.Node(n, inv.Profiles, 0, nil).Params
 		}
 	}
 	return model.Params{}

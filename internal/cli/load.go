@@ -32,6 +32,9 @@ type Inventory struct {
 	Nodes      []*corev1.Node
 	Profiles   []isov1.ContentionProfile
 	Networks   []*nadv1.NetworkAttachmentDefinition
+	// Calibrations are the nodes' NodeCalibrations: the corrections from probes the
+	// operator applies, which plan applies too.
+	Calibrations []isov1.NodeCalibration
 }
 
 // InputError is invalid input: the CLI exits 2 with it.
@@ -176,22 +179,17 @@ func (inv *Inventory) add(ctx context.Context, v validators, where string, j []b
 		c.Status = isov1.CrawlerVMStatus{}
 		inv.CrawlerVMs = append(inv.CrawlerVMs, c)
 	case apiVersion == isov1.GroupVersion.String() && kind == "ContentionProfile":
-		name := fmt.Sprintf("%s: ContentionProfile %v", where, obj["metadata"])
-		if md, ok := obj["metadata"].(map[string]any); ok {
-			name = fmt.Sprintf("%s: ContentionProfile %v", where, md["name"])
-		}
-		if errs := v.profiles.DefaultAndValidate(ctx, obj); len(errs) > 0 {
-			out := make([]string, 0, len(errs))
-			for _, e := range errs {
-				out = append(out, fmt.Sprintf("%s: %s", name, e.Error()))
-			}
-			return out
-		}
 		p := isov1.ContentionProfile{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, &p); err != nil {
-			return []string{fmt.Sprintf("%s: %v", name, err)}
+		if problems := decode(ctx, v.profiles, where, kind, obj, &p); problems != nil {
+			return problems
 		}
 		inv.Profiles = append(inv.Profiles, p)
+	case apiVersion == isov1.GroupVersion.String() && kind == "NodeCalibration":
+		c := isov1.NodeCalibration{}
+		if problems := decode(ctx, v.calibrations, where, kind, obj, &c); problems != nil {
+			return problems
+		}
+		inv.Calibrations = append(inv.Calibrations, c)
 	case apiVersion == "v1" && kind == "Node":
 		n := &corev1.Node{}
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, n); err != nil {
@@ -207,21 +205,44 @@ func (inv *Inventory) add(ctx context.Context, v validators, where string, j []b
 	case kind == "Namespace" || kind == "Kustomization":
 		// Context that travels with the crawlers in a GitOps tree; nothing to do.
 	default:
-		return []string{fmt.Sprintf("%s: %s %s is not something isochronctl reads; it takes CrawlerVM and ContentionProfile (isochron.io/v1alpha1), Node (v1), NetworkAttachmentDefinition (k8s.cni.cncf.io/v1) and v1 Lists of them", where, apiVersion, kind)}
+		return []string{fmt.Sprintf("%s: %s %s is not something isochronctl reads; it takes CrawlerVM, ContentionProfile and NodeCalibration (isochron.io/v1alpha1), Node (v1), NetworkAttachmentDefinition (k8s.cni.cncf.io/v1) and v1 Lists of them", where, apiVersion, kind)}
 	}
 	return nil
 }
 
-type validators struct{ crawlers, profiles *validation.Validator }
+// decode validates obj against its CRD's schema, with its defaults, and converts it
+// into out; it returns the problems, each naming the object.
+func decode(ctx context.Context, v *validation.Validator, where, kind string, obj map[string]any, out any) []string {
+	name := fmt.Sprintf("%s: %s %v", where, kind, obj["metadata"])
+	if md, ok := obj["metadata"].(map[string]any); ok {
+		name = fmt.Sprintf("%s: %s %v", where, kind, md["name"])
+	}
+	if errs := v.DefaultAndValidate(ctx, obj); len(errs) > 0 {
+		out := make([]string, 0, len(errs))
+		for _, e := range errs {
+			out = append(out, fmt.Sprintf("%s: %s", name, e.Error()))
+		}
+		return out
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, out); err != nil {
+		return []string{fmt.Sprintf("%s: %v", name, err)}
+	}
+	return nil
+}
+
+type validators struct{ crawlers, profiles, calibrations *validation.Validator }
 
 func newValidators() (validators, error) {
-	c, err := validation.New(crd.CrawlerVMs, isov1.GroupVersion.Version)
-	if err != nil {
-		return validators{}, err
+	var v validators
+	for _, c := range []struct {
+		into **validation.Validator
+		crd  []byte
+	}{{&v.crawlers, crd.CrawlerVMs}, {&v.profiles, crd.ContentionProfiles}, {&v.calibrations, crd.NodeCalibrations}} {
+		val, err := validation.New(c.crd, isov1.GroupVersion.Version)
+		if err != nil {
+			return validators{}, err
+		}
+		*c.into = val
 	}
-	p, err := validation.New(crd.ContentionProfiles, isov1.GroupVersion.Version)
-	if err != nil {
-		return validators{}, err
-	}
-	return validators{crawlers: c, profiles: p}, nil
+	return v, nil
 }

@@ -63,6 +63,10 @@ type NodePlan struct {
 	Crawlers []string `json:"crawlers"`
 	// WorstPredictedErrorMs is the largest PredictedErrorMs among them, 0 for none.
 	WorstPredictedErrorMs float64 `json:"worstPredictedErrorMs"`
+
+	// correction is the node's correction from its NodeCalibration (1 for none), for
+	// the table; the predictions above include it.
+	correction float64
 }
 
 // Unplaced returns the crawlers that have no node.
@@ -103,7 +107,12 @@ func CheckPlanInput(inv *Inventory) error {
 // a fresh cluster, every figure the one the crawler would see with the whole plan
 // applied. Check the input with CheckPlanInput first.
 func Plan(inv *Inventory) Result {
-	planned, nodes := placement.Plan(inv.PlacementNodes(), inv.Requests())
+	in := inv.PlacementNodes()
+	correction := make(map[string]float64, len(in))
+	for _, n := range in {
+		correction[n.Name] = n.Correction
+	}
+	planned, nodes := placement.Plan(in, inv.Requests())
 	res := Result{Crawlers: make([]CrawlerPlan, len(planned)), Nodes: make([]NodePlan, len(nodes))}
 	for i, p := range planned {
 		c := inv.CrawlerVMs[i]
@@ -133,6 +142,7 @@ func Plan(inv *Inventory) Result {
 			CPUUsed:               round3(float64(n.UsedMilli) / 1000),
 			Crawlers:              n.Crawlers,
 			WorstPredictedErrorMs: worst,
+			correction:            correction[n.Node],
 		}
 	}
 	return res
@@ -169,14 +179,31 @@ func WriteTable(w io.Writer, r Result) error {
 		return err
 	}
 	fmt.Fprintln(w)
+	// A CORRECTION column when the input calibrates a node (its NodeCalibrations).
+	calibrated := false
+	for _, n := range r.Nodes {
+		calibrated = calibrated || (n.correction != 0 && n.correction != 1)
+	}
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tCPU USED\tCRAWLERS\tWORST PREDICTED")
+	header := "NODE\tCPU USED\tCRAWLERS\tWORST PREDICTED"
+	if calibrated {
+		header += "\tCORRECTION"
+	}
+	fmt.Fprintln(tw, header)
 	for _, n := range r.Nodes {
 		worst := "-"
 		if len(n.Crawlers) > 0 {
 			worst = msText(n.WorstPredictedErrorMs)
 		}
-		fmt.Fprintf(tw, "%s\t%s/%s CPUs\t%d\t%s\n", n.Name, num(n.CPUUsed), num(n.CPUAllocatable), len(n.Crawlers), worst)
+		fmt.Fprintf(tw, "%s\t%s/%s CPUs\t%d\t%s", n.Name, num(n.CPUUsed), num(n.CPUAllocatable), len(n.Crawlers), worst)
+		if calibrated {
+			k := "-"
+			if n.correction != 0 && n.correction != 1 {
+				k = "x" + num(n.correction)
+			}
+			fmt.Fprintf(tw, "\t%s", k)
+		}
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

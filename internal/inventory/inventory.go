@@ -19,14 +19,17 @@ import (
 const hugepages2Mi corev1.ResourceName = "hugepages-2Mi"
 
 // Node is what placement needs of a Node, with the parameters of the profile that
-// describes it (see ProfileFor) and the exclusive CPUs other Guaranteed pods hold there.
-func Node(n *corev1.Node, profiles []isov1.ContentionProfile, heldExclusiveMilli int64) placement.Node {
+// describes it (see ProfileFor), the exclusive CPUs other Guaranteed pods hold there and
+// its correction from probes (Correction; cal is its NodeCalibration, nil for none).
+func Node(n *corev1.Node, profiles []isov1.ContentionProfile, heldExclusiveMilli int64, cal *isov1.NodeCalibration) placement.Node {
 	alloc, capa := n.Status.Allocatable, n.Status.Capacity
 	capacityCPUs := float64(capa.Cpu().MilliValue()) / 1000
 	if capacityCPUs == 0 {
 		capacityCPUs = float64(alloc.Cpu().MilliValue()) / 1000
 	}
-	params := Params(ProfileFor(n, profiles))
+	profile := ProfileFor(n, profiles)
+	params := Params(profile)
+	correction, _ := Correction(profile, cal)
 	if params.HostReservedCPUs == 0 {
 		// kubelet reservedSystemCPUs (and kube/system-reserved) are capacity - allocatable.
 		if reserved := float64(capa.Cpu().MilliValue()-alloc.Cpu().MilliValue()) / 1000; reserved > 0 {
@@ -44,6 +47,7 @@ func Node(n *corev1.Node, profiles []isov1.ContentionProfile, heldExclusiveMilli
 		CapacityCPUs:       capacityCPUs,
 		HeldExclusiveMilli: heldExclusiveMilli,
 		Params:             params,
+		Correction:         correction,
 	}
 }
 

@@ -96,17 +96,17 @@ func TestNodeTakesReservedCPUsFromCapacityMinusAllocatable(t *testing.T) {
 		Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16")},
 		Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("14"), "hugepages-2Mi": resource.MustParse("8Gi")},
 	}}
-	got := Node(n, nil, 3000)
+	got := Node(n, nil, 3000, nil)
 	if got.CapacityCPUs != 16 || got.CPUMilli != 14000 || got.Params.HostReservedCPUs != 2 || got.HugepagesBytes != 8<<30 || got.HeldExclusiveMilli != 3000 {
 		t.Errorf("Node() = %+v", got)
 	}
 	reserved := resource.MustParse("500m")
 	p := profile("p", 0, nil)
 	p.Spec.Host.ReservedCPUs = &reserved
-	if got := Node(n, []isov1.ContentionProfile{p}, 0).Params; got.HostReservedCPUs != 0.5 || got.SchedulerGranularity != time.Millisecond {
+	if got := Node(n, []isov1.ContentionProfile{p}, 0, nil).Params; got.HostReservedCPUs != 0.5 || got.SchedulerGranularity != time.Millisecond {
 		t.Errorf("a profile's reservedCPUs and granularity: got %+v", got)
 	}
-	if got := Node(n, nil, 0).Params; got.CPUPerRequest != 0 || got.SchedulerGranularity != 0 {
+	if got := Node(n, nil, 0, nil).Params; got.CPUPerRequest != 0 || got.SchedulerGranularity != 0 {
 		t.Errorf("without a profile every other parameter stays unset for the model's defaults: %+v", got)
 	}
 }

@@ -46,7 +46,7 @@ func TestDefaultsFromTheSchema(t *testing.T) {
 		"errorBudget":  map[string]any{"tolerance": "10ms", "objective": "99.999"},
 		"guest":        map[string]any{"image": "quay.io/org/crawler:1", "memory": "2Gi"},
 		"cpuPlacement": "dedicated",
-		"placement":    map[string]any{"policy": "pack"},
+		"placement":    map[string]any{"policy": "pack", "onRefuted": "Report"},
 		"probe":        map[string]any{"duration": "20m", "traffic": "Agent"},
 	}
 	got := obj["spec"]

@@ -184,7 +184,7 @@ func checkNoOversubscription(t *testing.T, ns string, nodes []*corev1.Node, list
 		}
 	}
 	for _, n := range nodes {
-		pn := inventory.Node(n, nil, 0)
+		pn := inventory.Node(n, nil, 0, nil)
 		if used[n.Name] > pn.CPUMilli {
 			t.Errorf("node %s oversubscribed: %dm of %dm allocatable CPU held", n.Name, used[n.Name], pn.CPUMilli)
 		}
