@@ -19,5 +19,5 @@ probe-compare-interval: ## Compare rtprobe crawl/gateway with Apache's log and h
 
 # The probe agent's CPU in a guest during a window (RPS, DURATION_S, ROUNDS).
 .PHONY: probe-agent-cost
-probe-agent-cost: ## Measure the CPU the probe agent spends crawling a probe window at 1000 rps (loopback)
+probe-agent-cost: ## Measure the CPU and network the probe agent spends crawling a probe window at 1000 rps (loopback)
 	GO=$(GO) hack/probe-compare/agent-cost.sh
