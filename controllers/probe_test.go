@@ -389,18 +389,6 @@ func TestFailedProbeIsRetriedAfterItsBackoff(t *testing.T) {
 	if msg := condition(c, isov1.ConditionSLOConfirmed); !strings.Contains(msg, "tried again at") {
 		t.Errorf("SLOConfirmed %q does not say when the probe is tried again", msg)
 	}
-	// touch makes the crawler reconcile, as any change of its VMI does.
-	touch := func(what string) {
-		t.Helper()
-		get(t, vmi)
-		if vmi.Annotations == nil {
-			vmi.Annotations = map[string]string{}
-		}
-		vmi.Annotations["test/touched"] = what
-		if err := k8s.Update(context.Background(), vmi); err != nil {
-			t.Fatal(err)
-		}
-	}
 	retries := func() []string {
 		var names []string
 		for _, j := range probeJobs(t, c) {
@@ -418,7 +406,7 @@ func TestFailedProbeIsRetriedAfterItsBackoff(t *testing.T) {
 	}
 
 	clk.Step(61 * time.Second)
-	touch("after the backoff")
+	touch(t, vmi, "after the backoff")
 	eventually(t, "a retry probe Job", func() (bool, string) {
 		got := retries()
 		return len(got) == 1, fmt.Sprintf("retry Jobs %v", got)

@@ -248,14 +248,7 @@ func TestSLOReportsGatewayAndRoundTrips(t *testing.T) {
 	if c := <-code; c != 0 {
 		t.Fatalf("slo exited %d: %s", c, errOut.String())
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := report.Parse(string(b))
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := readReport(t, path)
 	if rep.Interrupted || rep.Error != "" || rep.Objective != 99.9 || !rep.End.After(rep.Start) {
 		t.Errorf("report: interrupted %v error %q objective %g start %s end %s", rep.Interrupted, rep.Error, rep.Objective, rep.Start, rep.End)
 	}
@@ -328,14 +321,7 @@ func TestSLOMeasuresTheAgentsCrawl(t *testing.T) {
 	if c := stopAgent(); c != 0 {
 		t.Fatalf("agent exited %d: %s", c, agentErr.String())
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := report.Parse(string(b))
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := readReport(t, path)
 	// 100 rps with a 100 ms period: 10 points, for up to 2 s less the agent's first poll.
 	if rep.Interval == nil || rep.Interval.Points != 10 || rep.Interval.Requests < 150 || rep.Interval.Requests > 201 || rep.Interval.Intervals < 100 {
 		t.Fatalf("interval part %+v: want 10 points, 150 to 200 requests and their intervals", rep.Interval)
@@ -348,4 +334,18 @@ func TestSLOMeasuresTheAgentsCrawl(t *testing.T) {
 	if !strings.Contains(agentErr.String(), "agent: window of agent at 100 rps from http://"+gw) {
 		t.Errorf("the agent's log does not record the window: %s", agentErr.String())
 	}
+}
+
+// readReport reads and parses the report rtprobe slo wrote to path.
+func readReport(t *testing.T, path string) report.Report {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := report.Parse(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }
