@@ -149,6 +149,16 @@ func runCrawler(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM, checkCP
 		} else {
 			t.Logf("the agent's crawl: %d intervals, p50 %s, at the objective %s", ie.Intervals, ie.P50.Duration, ie.AtObjective.Duration)
 		}
+		// A judged probe is a sample of the model on its node (docs/contention-model.md).
+		cal := &isov1.NodeCalibration{}
+		if err := cl.Get(ctx, client.ObjectKey{Name: node}, cal); err != nil {
+			t.Errorf("NodeCalibration %s: %v", node, err)
+		} else if !slices.ContainsFunc(cal.Status.Samples, func(s isov1.CalibrationSample) bool { return s.Job == lp.Job }) {
+			t.Errorf("NodeCalibration %s holds no sample of probe Job %s: %+v", node, lp.Job, cal.Status.Samples)
+		} else {
+			s := cal.Status.Samples[0]
+			t.Logf("NodeCalibration %s: sample of %s, measured %s, predicted %s, ratio %s", node, s.Job, s.Measured.Duration, s.Predicted.Duration, s.Ratio)
+		}
 	}
 	if err := cl.Get(ctx, client.ObjectKey{Namespace: cvm.Namespace, Name: slo.ServiceName(cvm)}, &corev1.Service{}); err != nil {
 		t.Errorf("probe Service %s: %v", slo.ServiceName(cvm), err)
