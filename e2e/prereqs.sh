@@ -8,7 +8,10 @@
 #   kind     make e2e-kind: a Docker client and engine (kind creates the cluster in it)
 #   local    make e2e-local*: the local cluster (containerd, runc, the CNI plugins,
 #            iptables...), KubeVirt's build (cgo against libvirt), its Debian layer
-#            (mmdebstrap) and images (setcap), and the e2e guest's disk (syslinux, mtools...)
+#            (mmdebstrap) and images (setcap), and the e2e guest's disk (the set guest-disk)
+#   guest-disk  the e2e guest's boot disk (e2e/guest/image.sh: syslinux, mtools...)
+#   guest-vm    booting the e2e guest by hand under QEMU's software emulation, with a
+#            NoCloud disk (make probe-agent-cost-guest): QEMU and xorriso, and guest-disk
 #
 # As root it installs what is missing with apt-get, refreshing the package lists when
 # an install fails, and without starting any daemon the packages bring (containerd: the
@@ -18,9 +21,10 @@ set -euo pipefail
 
 log() { echo "e2e-prereqs: $*" >&2; }
 die() { log "$*"; exit 1; }
-[[ $# -gt 0 ]] || die "usage: $0 SET... (config, kind, local)"
+[[ $# -gt 0 ]] || die "usage: $0 SET... (config, kind, local, guest-disk, guest-vm)"
 
 packages=()
+guest_disk=(syslinux syslinux-common mtools dosfstools fdisk cpio)
 for set in "$@"; do
   case $set in
     # PACKAGE:COMMAND: a COMMAND on the PATH, from any source, will do.
@@ -38,9 +42,11 @@ for set in "$@"; do
         # (kubevirt-images.sh).
         gcc libc6-dev pkg-config libvirt-dev mmdebstrap libcap2-bin
         # The e2e guest's boot disk (e2e/guest/image.sh).
-        syslinux syslinux-common mtools dosfstools fdisk cpio
+        "${guest_disk[@]}"
       ) ;;
-    *) die "unknown set '$set': config, kind or local" ;;
+    guest-disk) packages+=("${guest_disk[@]}") ;;
+    guest-vm) packages+=("${guest_disk[@]}" qemu-system-x86:qemu-system-x86_64 xorriso:xorriso) ;;
+    *) die "unknown set '$set': config, kind, local, guest-disk or guest-vm" ;;
   esac
 done
 

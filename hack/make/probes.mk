@@ -21,3 +21,10 @@ probe-compare-interval: ## Compare rtprobe crawl/gateway with Apache's log and h
 .PHONY: probe-agent-cost
 probe-agent-cost: ## Measure the CPU and network the probe agent spends crawling a probe window at 1000 rps (loopback)
 	GO=$(GO) hack/probe-compare/agent-cost.sh
+
+.PHONY: probe-agent-cost-guest
+probe-agent-cost-guest: build ## Measure the probe agent's CPU at 1000 rps inside the e2e guest, booted here under QEMU's software emulation (an upper bound)
+	e2e/prereqs.sh guest-vm
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(LOCALBIN)/e2e-guest-init ./e2e/guest
+	e2e/guest/image.sh $(E2E_GUEST_IMG) $(LOCALBIN)/e2e-guest-init $(LOCALBIN)/e2e-guest/image.tar $(LOCALBIN)/e2e-guest
+	GO=$(GO) hack/probe-compare/agent-cost-guest.sh $(LOCALBIN)/e2e-guest/disk.img $(LOCALBIN)/agent.img

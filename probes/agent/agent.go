@@ -26,6 +26,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"isochron.io/isochron/probes/crawl"
 	"isochron.io/isochron/probes/gateway"
 )
@@ -46,6 +48,29 @@ type Config struct {
 	Log io.Writer
 	// Now returns the time; time.Now if nil.
 	Now func() time.Time
+	// CPUTime returns the CPU time the agent's process has used so far; its rusage if
+	// nil. A window's cost is the difference across the window.
+	CPUTime func() CPU
+}
+
+// CPU is CPU time, user and system.
+type CPU struct {
+	User, System time.Duration
+}
+
+// Sub is c less o.
+func (c CPU) Sub(o CPU) CPU { return CPU{User: c.User - o.User, System: c.System - o.System} }
+
+// Total is user and system time together.
+func (c CPU) Total() time.Duration { return c.User + c.System }
+
+// processCPU is the CPU time of this process, from getrusage(2).
+func processCPU() CPU {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return CPU{}
+	}
+	return CPU{User: time.Duration(ru.Utime.Nano()), System: time.Duration(ru.Stime.Nano())}
 }
 
 // DefaultWindowFile is where a window for the guest's own crawler is written.
@@ -67,7 +92,9 @@ type Window struct {
 	gateway.Window
 	// Crawl is what the agent's own crawl measured of itself (traffic "agent").
 	Crawl *crawl.Result
-	Err   error
+	// CPU is what the window cost the agent's process: the probe's cost to the guest.
+	CPU CPU
+	Err error
 }
 
 // Run serves windows until ctx ends. served, if set, is called after each window.
@@ -90,6 +117,9 @@ func Run(ctx context.Context, cfg Config, served func(Window)) error {
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
 	}
+	if cfg.CPUTime == nil {
+		cfg.CPUTime = processCPU
+	}
 	ticker := time.NewTicker(cfg.Poll)
 	defer ticker.Stop()
 	var last time.Time // the end of the last window served, on the gateway's clock
@@ -98,7 +128,9 @@ func Run(ctx context.Context, cfg Config, served func(Window)) error {
 		// early), the gateway announces the same window, with the same end.
 		if gw, win, ok := ask(ctx, cfg); ok && !win.Until.Equal(last) {
 			last = win.Until
+			before := cfg.CPUTime()
 			w := serve(ctx, cfg, gw, win)
+			w.CPU = cfg.CPUTime().Sub(before)
 			fmt.Fprintf(cfg.Log, "agent: window of %s at %d rps from %s: %s\n", w.Traffic, w.RPS, gw, outcome(w))
 			if served != nil {
 				served(w)
@@ -197,7 +229,11 @@ func outcome(w Window) string {
 	case w.Err != nil:
 		return "error: " + w.Err.Error()
 	case w.Crawl != nil:
-		return fmt.Sprintf("sent %d requests (%d failed)", w.Crawl.Sent, w.Crawl.Errors)
+		s := fmt.Sprintf("sent %d requests (%d failed); agent CPU %.2f s user + %.2f s system", w.Crawl.Sent, w.Crawl.Errors, w.CPU.User.Seconds(), w.CPU.System.Seconds())
+		if w.Crawl.Sent > 0 {
+			s += fmt.Sprintf(", %.1f us per request", float64(w.CPU.Total().Microseconds())/float64(w.Crawl.Sent))
+		}
+		return s
 	}
 	return "window file written, and removed at its end"
 }

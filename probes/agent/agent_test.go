@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -64,9 +65,21 @@ func runUntilServed(t *testing.T, cfg Config) Window {
 func TestAgentCrawlsTheWindow(t *testing.T) {
 	until := time.Now().Add(2 * time.Second)
 	g, url, log := startGateway(t, &gateway.Window{Traffic: gateway.TrafficAgent, RPS: 50, PeriodSeconds: 1, Until: until})
-	w := runUntilServed(t, Config{Gateways: []string{"http://127.0.0.1:1", url}, Poll: 10 * time.Millisecond})
+	// The process's CPU clock reads 1 s + 2 s before the window and 1.5 s + 3.5 s after.
+	readings := []CPU{{User: time.Second, System: 2 * time.Second}, {User: 1500 * time.Millisecond, System: 3500 * time.Millisecond}}
+	cpu := func() CPU { c := readings[0]; readings = readings[1:]; return c }
+	agentLog := &strings.Builder{}
+	w := runUntilServed(t, Config{Gateways: []string{"http://127.0.0.1:1", url}, Poll: 10 * time.Millisecond, CPUTime: cpu, Log: agentLog})
 	if w.Err != nil || w.Crawl == nil {
 		t.Fatalf("window %+v: want a crawl without error", w)
+	}
+	// What the window cost is in the window and in the agent's log line.
+	if want := (CPU{User: 500 * time.Millisecond, System: 1500 * time.Millisecond}); w.CPU != want {
+		t.Errorf("window CPU %+v, want %+v", w.CPU, want)
+	}
+	perRequest := fmt.Sprintf("agent CPU 0.50 s user + 1.50 s system, %.1f us per request", 2e6/float64(w.Crawl.Sent))
+	if !strings.Contains(agentLog.String(), perRequest) {
+		t.Errorf("agent log %q, want %q", agentLog.String(), perRequest)
 	}
 	if w.Crawl.Points != 50 || w.Crawl.Sent < 80 || w.Crawl.Sent > 101 || w.Crawl.Errors != 0 {
 		t.Errorf("crawl: %d points, %d sent, %d errors; want 50 points, 80 to 100 requests in 2 s, no error", w.Crawl.Points, w.Crawl.Sent, w.Crawl.Errors)
@@ -190,4 +203,15 @@ func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		c.cancel()
 	}
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// The default CPU clock is the process's own: it advances as the process computes.
+func TestProcessCPUAdvances(t *testing.T) {
+	before := processCPU()
+	for sum, start := 0, time.Now(); time.Since(start) < 50*time.Millisecond; sum++ {
+		_ = sum * sum
+	}
+	if d := processCPU().Sub(before); d.Total() <= 0 {
+		t.Errorf("the process's CPU time advanced %+v while it computed for 50 ms", d)
+	}
 }
