@@ -28,6 +28,7 @@ import (
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/inventory"
+	"isochron.io/isochron/internal/placement"
 	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/slo"
 )
@@ -39,8 +40,8 @@ const FieldOwner = isov1.ManagedBy
 // CrawlerVMReconciler sizes, places and runs CrawlerVMs.
 type CrawlerVMReconciler struct {
 	client.Client
-	// APIReader reads the crawlers already placed straight from the API server, so that a
-	// decision never misses a reservation the cache has not seen yet.
+	// APIReader reads from the API server itself: the crawlers' reservations when the
+	// ledger is built, and what must not be missed for being new (probe pods).
 	APIReader client.Reader
 	Recorder  record.EventRecorder
 	// concurrency is how many crawlers reconcile at once; placement decisions among them
@@ -57,8 +58,12 @@ type CrawlerVMReconciler struct {
 	minMoveInterval time.Duration
 
 	metrics *metrics
-	// decide serialises placement decisions: each one reads every reservation made
-	// before it (through APIReader) and persists its own before the next one starts.
+	// ledger holds every crawler's reservation; decisions read it, not the API server,
+	// and assume their own into it the moment they are made (placement.Ledger).
+	ledger *placement.Ledger
+	// decide serialises placement decisions: each one reads the ledger, with every
+	// decision before it, and assumes its own before the next one starts. Persisting
+	// happens after, outside the lock.
 	decide sync.Mutex
 }
 
@@ -98,6 +103,7 @@ func NewCrawlerVMReconciler(mgr ctrl.Manager, opts ...Option) *CrawlerVMReconcil
 		probes:      slo.DefaultOptions(slo.DefaultImage),
 		clock:       clock.RealClock{},
 		registry:    ctrlmetrics.Registry,
+		ledger:      placement.NewLedger(),
 
 		minMoveInterval: slo.DefaultMinMoveInterval,
 	}
@@ -125,9 +131,11 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := r.Get(ctx, req.NamespacedName, cvm); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.metrics.forget(req.Namespace, req.Name)
+			r.ledger.Remove(req.Namespace + "/" + req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	r.observe(cvm)
 	if !cvm.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // owner references let the garbage collector remove the VMI
 	}

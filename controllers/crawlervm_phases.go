@@ -29,9 +29,13 @@ import (
 // reservation the crawler holds: when a changed spec cannot be placed, the previous
 // reservation (and the VMI running with it) is kept, so nothing running is lost and no
 // node is counted short.
+//
+// The decision is made under r.decide on the ledger and assumed into it at once; it is
+// persisted after the lock is released, with an optimistic lock, and forgotten from the
+// ledger when that fails (a stale copy, a conflicting write), to be decided again.
 func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter) (bool, error) {
 	if r.isPlaced(cvm) {
-		inv, err := r.gather(ctx, r.Client)
+		inv, err := r.gather(ctx)
 		if err != nil {
 			return true, err
 		}
@@ -40,25 +44,38 @@ func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, s
 			return false, nil
 		}
 	}
+	done, undo, err := r.decidePlacement(ctx, cvm)
+	if err != nil || undo == nil {
+		return true, err
+	}
+	// Persist the reservation; the ledger already counts it for the next decision.
+	if err := st.persist(ctx, cvm); err != nil {
+		undo()
+		return true, err
+	}
+	return done, nil
+}
 
+// decidePlacement decides where the crawler goes, under r.decide, and writes the decision
+// into cvm's status and the ledger. It returns whether the reconcile is done (nothing
+// held), and the undo that forgets the decision from the ledger; a nil undo means no
+// decision was taken: this process's last decision for the crawler has not reached the
+// cache yet, whose update brings the crawler back.
+func (r *CrawlerVMReconciler) decidePlacement(ctx context.Context, cvm *isov1.CrawlerVM) (done bool, undo func(), err error) {
 	r.decide.Lock()
 	defer r.decide.Unlock()
-	// The cache may not hold this crawler's latest status yet: decide on the API
-	// server's copy, so a crawler is never placed twice.
-	fresh := &isov1.CrawlerVM{}
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(cvm), fresh); err != nil {
-		return true, client.IgnoreNotFound(err)
+	if err := r.buildLedger(ctx); err != nil {
+		return true, nil, err
 	}
-	if fresh.ResourceVersion != cvm.ResourceVersion {
-		*cvm, st.before = *fresh.DeepCopy(), fresh
-		if r.isPlaced(cvm) {
-			return false, nil
-		}
+	key := cvm.Namespace + "/" + cvm.Name
+	if r.ledger.Assumed(key) {
+		// The cache's copy predates a decision for it (never place a crawler twice).
+		return true, nil, nil
 	}
 	began := r.clock.Now()
-	inv, err := r.gather(ctx, r.APIReader)
+	inv, err := r.gather(ctx)
 	if err != nil {
-		return true, err
+		return true, nil, err
 	}
 	held := cvm.Status.Placement
 	placedNow := apimeta.IsStatusConditionTrue(cvm.Status.Conditions, isov1.ConditionPlaced)
@@ -86,15 +103,16 @@ func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, s
 			setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonNotPlaced, "waiting for a node: "+d.Reason)
 			apimeta.RemoveStatusCondition(&cvm.Status.Conditions, isov1.ConditionAtRisk) // it holds no node
 		}
-		return held == nil, st.persist(ctx, cvm)
+		// The reservation is unchanged: nothing to assume or undo.
+		return held == nil, func() {}, nil
 	}
 	if held == nil || held.Node != d.Node {
 		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.ReasonPlaced, "Placed on node %s with %d vCPUs (%d exclusive CPUs), predicted interval error %s",
 			d.Node, want.VCPUs, want.HostCPUs, format.Duration(d.Predicted))
 	}
 	hold(cvm, d, "")
-	// Persist the reservation before the next decision may read it.
-	return false, st.persist(ctx, cvm)
+	res, _ := inventory.Resident(cvm)
+	return false, r.ledger.Assume(res), nil
 }
 
 // hold makes decision d, which placed the crawler, its reservation: status.sizing and

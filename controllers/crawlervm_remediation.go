@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/format"
@@ -53,14 +52,14 @@ func (r *CrawlerVMReconciler) remediate(ctx context.Context, cvm *isov1.CrawlerV
 
 	r.decide.Lock()
 	defer r.decide.Unlock()
-	fresh := &isov1.CrawlerVM{}
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(cvm), fresh); err != nil {
-		return false, 0, client.IgnoreNotFound(err)
+	if err := r.buildLedger(ctx); err != nil {
+		return false, 0, err
 	}
-	if fresh.ResourceVersion != cvm.ResourceVersion {
-		return false, 0, fmt.Errorf("crawler %s changed since it was read; deciding its move again", cvm.Name) // retried with backoff
+	if r.ledger.Assumed(cvm.Namespace + "/" + cvm.Name) {
+		// The cache's copy predates a decision for it: the cache's update brings it back.
+		return false, 0, nil
 	}
-	inv, err := r.gather(ctx, r.APIReader)
+	inv, err := r.gather(ctx)
 	if err != nil {
 		return false, 0, err
 	}
@@ -85,8 +84,18 @@ func (r *CrawlerVMReconciler) remediate(ctx context.Context, cvm *isov1.CrawlerV
 		r.metrics.moves.WithLabelValues(moveStayed).Inc()
 	}
 	cvm.Status.LastRemediation = done
-	// Persist the move before the next decision may read the reservations.
-	return d.Placed(), 0, st.persist(ctx, cvm)
+	undo := func() {}
+	if d.Placed() {
+		res, _ := inventory.Resident(cvm)
+		undo = r.ledger.Assume(res)
+	}
+	// Persisted with an optimistic lock: a stale copy fails, is forgotten, and decides
+	// again (never two moves for one probe: the move is recorded with the reservation).
+	if err := st.persist(ctx, cvm); err != nil {
+		undo()
+		return false, 0, err
+	}
+	return d.Placed(), 0, nil
 }
 
 func moveText(r *isov1.Remediation) string {

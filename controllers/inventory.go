@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/calibration"
@@ -33,9 +32,10 @@ type nodeCalibration struct {
 	samples int
 }
 
-// gather reads Nodes, ContentionProfiles and Pods from the cache, and the crawlers (the
-// reservations) from crawlers: the API server itself for decisions, the cache otherwise.
-func (r *CrawlerVMReconciler) gather(ctx context.Context, crawlers client.Reader) (*clusterInventory, error) {
+// gather reads Nodes, ContentionProfiles, Pods and NodeCalibrations from the cache, and
+// the crawlers' reservations from the ledger once the leader has built it (from the cache
+// before: predictions only, no decision).
+func (r *CrawlerVMReconciler) gather(ctx context.Context) (*clusterInventory, error) {
 	nodes := &corev1.NodeList{}
 	if err := r.List(ctx, nodes); err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
@@ -56,10 +56,6 @@ func (r *CrawlerVMReconciler) gather(ctx context.Context, crawlers client.Reader
 	for i := range cals.Items {
 		calOf[cals.Items[i].Name] = &cals.Items[i]
 	}
-	cvms := &isov1.CrawlerVMList{}
-	if err := crawlers.List(ctx, cvms); err != nil {
-		return nil, fmt.Errorf("listing crawlers: %w", err)
-	}
 	held := inventory.HeldExclusiveMilli(pods.Items)
 	inv := &clusterInventory{nodes: make([]placement.Node, 0, len(nodes.Items)), calibration: make(map[string]nodeCalibration, len(nodes.Items))}
 	for i := range nodes.Items {
@@ -72,12 +68,50 @@ func (r *CrawlerVMReconciler) gather(ctx context.Context, crawlers client.Reader
 		nc.samples = len(inventory.Samples(nc.cal, name, gen))
 		inv.calibration[n.Name] = nc
 	}
-	for i := range cvms.Items {
-		if res, ok := inventory.Resident(&cvms.Items[i]); ok {
-			inv.residents = append(inv.residents, res)
+	if r.ledger.Built() {
+		inv.residents = r.ledger.Residents()
+		return inv, nil
+	}
+	cvms := &isov1.CrawlerVMList{}
+	if err := r.List(ctx, cvms); err != nil {
+		return nil, fmt.Errorf("listing crawlers: %w", err)
+	}
+	inv.residents = residents(cvms.Items)
+	return inv, nil
+}
+
+func residents(cvms []isov1.CrawlerVM) []placement.Resident {
+	out := make([]placement.Resident, 0, len(cvms))
+	for i := range cvms {
+		if res, ok := inventory.Resident(&cvms[i]); ok {
+			out = append(out, res)
 		}
 	}
-	return inv, nil
+	return out
+}
+
+// buildLedger builds the reservation ledger the first time this process decides, that
+// is once it leads: from one list read from the API server, not the cache, which may
+// not have seen the last leader's final decisions yet. Called with r.decide held.
+func (r *CrawlerVMReconciler) buildLedger(ctx context.Context) error {
+	if r.ledger.Built() {
+		return nil
+	}
+	cvms := &isov1.CrawlerVMList{}
+	if err := r.APIReader.List(ctx, cvms); err != nil {
+		return fmt.Errorf("listing crawlers to build the reservation ledger: %w", err)
+	}
+	r.ledger.Build(residents(cvms.Items))
+	return nil
+}
+
+// observe takes in the cache's copy of a crawler: its reservation, or none.
+func (r *CrawlerVMReconciler) observe(cvm *isov1.CrawlerVM) {
+	if res, ok := inventory.Resident(cvm); ok {
+		r.ledger.Observe(res.Key, &res)
+		return
+	}
+	r.ledger.Observe(cvm.Namespace+"/"+cvm.Name, nil)
 }
 
 func (inv *clusterInventory) hasNode(name string) bool {

@@ -302,7 +302,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	inv, err := c.r.gather(ctx, c.r.Client)
+	inv, err := c.r.gather(ctx)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.exclusive, err)
 		return
