@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -54,6 +55,51 @@ func TestRenderSamples(t *testing.T) {
 			// Same input, same bytes.
 			if _, again, _ := isochronctl("", args...); again != out {
 				t.Error("a second run printed different bytes")
+			}
+		})
+	}
+}
+
+// A CrawlerVM from kubectl get -o yaml has a UID, and its VMI is owned by it as the
+// operator's would be; one from a file has none, and its VMI has no owner reference (an
+// empty uid would make kubectl apply fail) nor inputs hash.
+func TestRenderOwnerNeedsUID(t *testing.T) {
+	const crawler = `apiVersion: isochron.io/v1alpha1
+kind: CrawlerVM
+metadata: {name: tower-a, namespace: bms%s}
+spec:
+  rps: 10
+  errorBudget: {tolerance: 10ms}
+  guest: {image: img, memory: 1Gi}
+`
+	cases := map[string]struct {
+		metadata string
+		want     []string
+		wantNot  []string
+	}{
+		"from the cluster": {
+			metadata: ", uid: 6f1c2b9e-0000-4000-8000-000000000001",
+			want:     []string{"ownerReferences:", "uid: 6f1c2b9e-0000-4000-8000-000000000001", "isochron.io/vmi-inputs:"},
+		},
+		"from a file": {
+			wantNot: []string{"ownerReferences:", "uid:", "isochron.io/vmi-inputs:"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			code, out, errs := isochronctl(fmt.Sprintf(crawler, tc.metadata), "render", "-f", "-", "--node", "rt-node-1")
+			if code != exitOK {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("no %q in:\n%s", w, out)
+				}
+			}
+			for _, w := range tc.wantNot {
+				if strings.Contains(out, w) {
+					t.Errorf("%q in:\n%s", w, out)
+				}
 			}
 		})
 	}

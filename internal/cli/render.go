@@ -28,7 +28,9 @@ func (e *NotPlacedError) Error() string {
 // Render writes, as multi-document YAML, the objects the operator would create for the
 // crawlers in inv. With node set every crawler is rendered on that node; otherwise each
 // is placed, in namespace/name order, on the Nodes in inv as the operator would place it.
-// Notes for the reader (what was assumed) go to notes.
+// Notes for the reader (what was assumed) go to notes. A crawler without a UID (from a
+// file, not the cluster) is rendered without an owner reference or inputs hash
+// (render.VMI): an offline render cannot know them.
 func Render(inv *Inventory, node string, out, notes io.Writer) error {
 	if len(inv.CrawlerVMs) == 0 {
 		return &InputError{Problems: []string{"no CrawlerVM in the input"}}

@@ -72,7 +72,8 @@ type Agent struct {
 // Name is the deterministic name of a crawler's VMI.
 func Name(cvm *isov1.CrawlerVM) string { return cvm.Name }
 
-// VMI renders the VirtualMachineInstance for in.
+// VMI renders the VirtualMachineInstance for in, controlled by the crawler when the
+// crawler has a UID.
 func VMI(in Input) (*kubevirtv1.VirtualMachineInstance, error) {
 	cvm := in.CrawlerVM
 	if in.Node == "" {
@@ -169,16 +170,23 @@ func VMI(in Input) (*kubevirtv1.VirtualMachineInstance, error) {
 		})
 	}
 
+	meta := metav1.ObjectMeta{
+		Name:      Name(cvm),
+		Namespace: cvm.Namespace,
+		Labels:    map[string]string{isov1.LabelManagedBy: isov1.ManagedBy, isov1.LabelCrawlerVM: cvm.Name},
+	}
+	// The owner reference and the inputs hash name the crawler by its UID, which the API
+	// server assigns. A CrawlerVM without one (read from a file by isochronctl render)
+	// renders without both: the API server refuses an owner reference without a uid, and
+	// a hash of an empty uid is not the one the operator computes for the crawler.
+	if cvm.UID != "" {
+		meta.Annotations = map[string]string{isov1.AnnotationVMIInputs: InputsHash(in)}
+		meta.OwnerReferences = []metav1.OwnerReference{OwnerReference(cvm)}
+	}
 	return &kubevirtv1.VirtualMachineInstance{
-		TypeMeta: metav1.TypeMeta{APIVersion: kubevirtv1.GroupVersion.String(), Kind: "VirtualMachineInstance"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            Name(cvm),
-			Namespace:       cvm.Namespace,
-			Labels:          map[string]string{isov1.LabelManagedBy: isov1.ManagedBy, isov1.LabelCrawlerVM: cvm.Name},
-			Annotations:     map[string]string{isov1.AnnotationVMIInputs: InputsHash(in)},
-			OwnerReferences: []metav1.OwnerReference{OwnerReference(cvm)},
-		},
-		Spec: spec,
+		TypeMeta:   metav1.TypeMeta{APIVersion: kubevirtv1.GroupVersion.String(), Kind: "VirtualMachineInstance"},
+		ObjectMeta: meta,
+		Spec:       spec,
 	}, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
@@ -121,6 +122,57 @@ func TestVMIIsDeterministic(t *testing.T) {
 		if string(a) != string(b) {
 			t.Fatalf("rendering %d differs:\n%s", i, cmp.Diff(string(a), string(b)))
 		}
+	}
+}
+
+// A crawler from the cluster has a UID: its VMI is controlled by it and carries the hash
+// of its inputs. One read from a file (isochronctl render) has none, and its VMI carries
+// neither, so that kubectl can apply it; the spec is the same.
+func TestVMIOwnerNeedsUID(t *testing.T) {
+	fromCluster := crawler()
+	fromFile := crawler(func(c *isov1.CrawlerVM) { c.UID = "" })
+	cases := map[string]struct {
+		cvm         *isov1.CrawlerVM
+		owners      []metav1.OwnerReference
+		annotations map[string]string
+	}{
+		"from the cluster, with a UID": {
+			cvm: fromCluster,
+			owners: []metav1.OwnerReference{{
+				APIVersion: "isochron.io/v1alpha1", Kind: "CrawlerVM", Name: "tower-a", UID: "6f1c2b9e-0000-4000-8000-000000000001",
+				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+			}},
+			annotations: map[string]string{isov1.AnnotationVMIInputs: InputsHash(input(fromCluster, ""))},
+		},
+		"from a file, without a UID": {cvm: fromFile},
+	}
+	want, err := VMI(input(fromCluster, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			vmi, err := VMI(input(tc.cvm, ""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.owners, vmi.OwnerReferences); diff != "" {
+				t.Errorf("ownerReferences (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.annotations, vmi.Annotations); diff != "" {
+				t.Errorf("annotations (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(want.Spec, vmi.Spec); diff != "" {
+				t.Errorf("spec (-with a UID +without):\n%s", diff)
+			}
+			y, err := YAML(vmi)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(y), `uid: ""`) {
+				t.Errorf("the VMI has an empty uid:\n%s", y)
+			}
+		})
 	}
 }
 
