@@ -27,7 +27,7 @@ func (inv *Inventory) PlacementNodes() []placement.Node {
 	}
 	nodes := make([]placement.Node, 0, len(inv.Nodes))
 	for _, n := range inv.Nodes {
-		nodes = append(nodes, inventory.Node(n, inv.Profiles, 0, cals[n.Name]))
+		nodes = append(nodes, inventory.Node(n, inv.Profiles, placement.Held{}, cals[n.Name]))
 	}
 	return nodes
 }
@@ -46,7 +46,7 @@ func (inv *Inventory) Requests() []placement.Request {
 func (inv *Inventory) paramsOf(name string) model.Params {
 	for _, n := range inv.Nodes {
 		if n.Name == name {
-			return inventory.Node(n, inv.Profiles, 0, nil).Params
+			return inventory.Node(n, inv.Profiles, placement.Held{}, nil).Params
 		}
 	}
 	return model.Params{}

@@ -27,6 +27,22 @@ func BenchmarkPlan10kOn100(b *testing.B)      { benchmarkPlan(b, 10_000, 100, fa
 func BenchmarkPlan10kOn1k(b *testing.B)       { benchmarkPlan(b, 10_000, 1_000, false) }
 func BenchmarkPlan10kLightOn100(b *testing.B) { benchmarkPlan(b, 10_000, 100, true) }
 
+// BenchmarkPlanNodes is how the cost grows with nodes: the same 10,000 crawlers on 250
+// to 2,000 nodes (on 250 and 500 most find no node; on 2,000 the cluster is half empty).
+func BenchmarkPlanNodes(b *testing.B) {
+	for _, nodes := range []int{250, 500, 1_000, 2_000} {
+		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) { benchmarkPlan(b, 10_000, nodes, false) })
+	}
+}
+
+// BenchmarkPlanNeighbours is how the cost grows with neighbours per node: 1,000 to
+// 10,000 light crawlers on the same 100 nodes, about 10 to 92 per node.
+func BenchmarkPlanNeighbours(b *testing.B) {
+	for _, crawlers := range []int{1_000, 2_500, 5_000, 10_000} {
+		b.Run(fmt.Sprintf("crawlers=%d", crawlers), func(b *testing.B) { benchmarkPlan(b, crawlers, 100, true) })
+	}
+}
+
 func benchmarkPlan(b *testing.B, crawlers, nodes int, light bool) {
 	inv := benchInventory(crawlers, nodes, light)
 	b.ReportAllocs()

@@ -280,7 +280,7 @@ func predict(n Node, ws []Workload, messages bool) []Prediction {
 	s := newNodeState(n, ws)
 	out := make([]Prediction, len(ws))
 	for i := range ws {
-		out[i] = s.predict(i, &ws[i], messages)
+		out[i] = s.predict(i, &ws[i], headroom(&ws[i], s.p), messages)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out

@@ -2,7 +2,6 @@ package model
 
 import (
 	"math"
-	"sort"
 	"time"
 )
 
@@ -26,6 +25,14 @@ type nicState struct {
 	sumBandwidth, capacity, linkRate float64
 	over                             bool
 	figures                          []nicFigures // by workload index
+	flows                            []nicFlow    // build's scratch
+}
+
+// nicFlow is a flow with a deadline, for the schedule.
+type nicFlow struct {
+	idx           int
+	deadline, rps float64
+	bandwidth     float64
 }
 
 type nicFigures struct {
@@ -39,26 +46,30 @@ type nicFigures struct {
 	deadline    time.Duration
 }
 
-func newNICState(p Params, ws []Workload) nicState {
-	s := nicState{
+// build schedules the RT-NICs of ws, reusing s's slices.
+func (s *nicState) build(p Params, ws []Workload) {
+	*s = nicState{
 		capacity: float64(p.NICCapacityBitsPerSecond),
 		linkRate: float64(p.LinkRateBitsPerSecond),
+		figures:  s.figures[:0],
+		flows:    s.flows[:0],
 	}
+	has := false
 	for i := range ws {
 		if ws[i].NIC != nil {
-			s.figures = make([]nicFigures, len(ws))
+			has = true
 			break
 		}
 	}
-	if s.figures == nil {
-		return s // no RT-NIC on the node: nothing to schedule (and nothing to allocate)
+	if !has {
+		s.figures = nil
+		return // no RT-NIC on the node: nothing to schedule (and nothing to allocate)
 	}
-	type flow struct {
-		idx           int
-		deadline, rps float64
-		bandwidth     float64
+	for range ws {
+		s.figures = append(s.figures, nicFigures{})
 	}
-	var flows []flow
+	flows := s.flows
+	defer func() { s.flows = flows[:0] }()
 	for i := range ws {
 		w := &ws[i]
 		if w.NIC == nil {
@@ -68,7 +79,7 @@ func newNICState(p Params, ws []Workload) nicState {
 		s.sumBandwidth += bw
 		s.figures[i] = nicFigures{has: true, feasible: true, cause: CauseNICDeadline, deadline: w.NIC.Deadline}
 		if w.NIC.Deadline > 0 {
-			flows = append(flows, flow{idx: i, deadline: w.NIC.Deadline.Seconds(),
+			flows = append(flows, nicFlow{idx: i, deadline: w.NIC.Deadline.Seconds(),
 				rps: math.Max(0, float64(w.RPS)), bandwidth: bw})
 		}
 	}
@@ -79,9 +90,14 @@ func newNICState(p Params, ws []Workload) nicState {
 				s.figures[i].delay, s.figures[i].feasible, s.figures[i].cause = Unbounded, false, CauseNICBandwidth
 			}
 		}
-		return s
+		return
 	}
-	sort.SliceStable(flows, func(a, b int) bool { return flows[a].deadline < flows[b].deadline })
+	// A stable insertion sort by deadline: a few flows, and no allocation.
+	for a := 1; a < len(flows); a++ {
+		for b := a; b > 0 && flows[b].deadline < flows[b-1].deadline; b-- {
+			flows[b], flows[b-1] = flows[b-1], flows[b]
+		}
+	}
 	reqBits, be := float64(p.RequestBits), float64(p.BestEffortPacketBits)
 	for a := range flows {
 		d := flows[a].deadline
@@ -98,7 +114,6 @@ func newNICState(p Params, ws []Workload) nicState {
 		f.delay, f.backlogBits, f.flows = seconds(delay), backlog, n
 		f.feasible = delay <= d
 	}
-	return s
 }
 
 func (s *nicState) flow(i int) nicFigures {

@@ -2,7 +2,6 @@ package model
 
 import (
 	"math"
-	"sort"
 	"time"
 )
 
@@ -25,29 +24,58 @@ type nodeState struct {
 	// totalRPS is the node's total request rate; ioLoad the host I/O path's utilisation
 	// (totalRPS × cost / reserved CPUs) and ioUtil one I/O thread's busy probability.
 	totalRPS, ioLoad, ioUtil float64
-	nic                      nicState
-	// ioByTail caches the host I/O figures per objective (they depend on nothing else).
-	ioByTail map[float64]hostIOFigures
+	// nic is the RT-NIC schedule of nicWs, the workloads counted, built on the first
+	// prediction of a workload with an RT-NIC (nicBuilt): without one, a workload's
+	// prediction does not depend on it.
+	nic      nicState
+	nicWs    []Workload
+	nicBuilt bool
+	// io caches the host I/O figures per objective (they depend on nothing else).
+	io []hostIOAtTail
 	// correction is the node's calibration (Node.Correction), 1 for none.
 	correction float64
 }
 
 func newNodeState(n Node, ws []Workload) *nodeState {
-	p := n.Params.withDefaults()
-	s := &nodeState{p: p, cpus: n.CPUs, correction: 1}
+	s := &nodeState{}
+	s.init(n, n.Params.withDefaults())
+	for i := range ws {
+		s.count(&ws[i])
+	}
+	s.finish(ws)
+	return s
+}
+
+// init starts the state of node n, whose Params with their defaults are p, with no
+// workload counted.
+func (s *nodeState) init(n Node, p Params) {
+	*s = nodeState{p: p, cpus: n.CPUs, correction: 1, entities: s.entities[:0], io: s.io[:0],
+		nic: nicState{figures: s.nic.figures[:0], flows: s.nic.flows[:0]}}
 	if n.Correction > 0 && !math.IsInf(n.Correction, 0) {
 		s.correction = n.Correction
 	}
 	if !(s.cpus > 0) || math.IsInf(s.cpus, 0) {
 		s.cpus = 0
 	}
-	for i := range ws {
-		w := &ws[i]
-		s.totalRPS += math.Max(0, float64(w.RPS))
-		if w.Dedicated {
-			s.exclusive += float64(hostCPUsOf(w))
-		}
+}
+
+// count adds w's request rate, exclusive CPUs and shared vCPUs to the state. The sums
+// are of whole numbers, so they do not depend on the order workloads are counted in.
+func (s *nodeState) count(w *Workload) {
+	s.totalRPS += math.Max(0, float64(w.RPS))
+	if w.Dedicated {
+		s.exclusive += float64(hostCPUsOf(w))
 	}
+	if !w.Dedicated && w.VCPUs > 0 {
+		s.entities, s.runnable = addEntities(s.entities, s.runnable, vcpuUtil(w, s.p), float64(w.VCPUs))
+	}
+}
+
+// finish derives what the predictions share from the counted sums: the host I/O load,
+// the shared pool and its entities (the host I/O threads added, sorted busiest first)
+// and the RT-NIC schedule of ws, the workloads counted, in their order.
+func (s *nodeState) finish(ws []Workload) {
+	p := s.p
 	s.ioLoad = s.totalRPS * p.HostIOCostPerRequest.Seconds() / p.HostReservedCPUs
 	s.ioUtil = math.Min(1, s.ioLoad)
 
@@ -56,31 +84,48 @@ func newNodeState(n Node, ws []Workload) *nodeState {
 		s.poolCPUs -= p.HostReservedCPUs
 	}
 	s.dedicatedOver = s.poolCPUs < 0
-	// Group the runnable entities by busy probability (a few distinct values per node;
-	// a linear search beats a map at these sizes and allocates nothing more).
-	addEntities := func(u, n float64) {
-		for i := range s.entities {
-			if s.entities[i].util == u {
-				s.entities[i].count += n
-				s.runnable += n
-				return
-			}
-		}
-		s.entities = append(s.entities, group{util: u, count: n})
-		s.runnable += n
-	}
-	for i := range ws {
-		w := &ws[i]
-		if !w.Dedicated && w.VCPUs > 0 {
-			addEntities(vcpuUtil(w, p), float64(w.VCPUs))
-		}
-	}
 	if !p.HostIOIsolated {
-		addEntities(s.ioUtil, math.Ceil(p.HostReservedCPUs))
+		s.entities, s.runnable = addEntities(s.entities, s.runnable, s.ioUtil, math.Ceil(p.HostReservedCPUs))
 	}
-	sort.Slice(s.entities, func(i, j int) bool { return s.entities[i].util > s.entities[j].util })
-	s.nic = newNICState(p, ws)
-	return s
+	sortGroups(s.entities)
+	s.nic = nicState{capacity: float64(p.NICCapacityBitsPerSecond), linkRate: float64(p.LinkRateBitsPerSecond),
+		figures: s.nic.figures[:0], flows: s.nic.flows[:0]}
+	s.nicWs, s.nicBuilt = ws, false
+}
+
+// nicFlow is the RT-NIC figures of w, ws[i] of the workloads counted.
+func (s *nodeState) nicFlow(i int, w *Workload) nicFigures {
+	if w.NIC == nil {
+		return nicFigures{feasible: true, cause: CauseNICDeadline}
+	}
+	if !s.nicBuilt {
+		s.nic.build(s.p, s.nicWs)
+		s.nicBuilt = true
+	}
+	return s.nic.flow(i)
+}
+
+// addEntities adds n runnable entities of busy probability u to the groups gs, of which
+// there are runnable. There are a few distinct values per node: a linear search beats a
+// map at these sizes and allocates nothing more.
+func addEntities(gs []group, runnable, u, n float64) ([]group, float64) {
+	for i := range gs {
+		if gs[i].util == u {
+			gs[i].count += n
+			return gs, runnable + n
+		}
+	}
+	return append(gs, group{util: u, count: n}), runnable + n
+}
+
+// sortGroups sorts groups of distinct busy probabilities, busiest first (an insertion
+// sort: there are a few).
+func sortGroups(gs []group) {
+	for i := 1; i < len(gs); i++ {
+		for j := i; j > 0 && gs[j].util > gs[j-1].util; j-- {
+			gs[j], gs[j-1] = gs[j-1], gs[j]
+		}
+	}
 }
 
 func hostCPUsOf(w *Workload) int32 {
@@ -205,15 +250,19 @@ type hostIOFigures struct {
 	queueSec             float64
 }
 
+type hostIOAtTail struct {
+	tail float64
+	h    hostIOFigures
+}
+
 func (s *nodeState) hostIO(tail float64) hostIOFigures {
-	if h, ok := s.ioByTail[tail]; ok {
-		return h
+	for i := range s.io {
+		if s.io[i].tail == tail {
+			return s.io[i].h
+		}
 	}
 	h := s.hostIOAt(tail)
-	if s.ioByTail == nil {
-		s.ioByTail = map[float64]hostIOFigures{}
-	}
-	s.ioByTail[tail] = h
+	s.io = append(s.io, hostIOAtTail{tail: tail, h: h})
 	return h
 }
 
@@ -268,12 +317,12 @@ func mdOneWait(rho, s, tail float64) float64 {
 	return s / hi * math.Log(rho/tail)
 }
 
-// predict combines the terms for one workload.
-func (s *nodeState) predict(i int, w *Workload, messages bool) Prediction {
+// predict combines the terms for one workload, ws[i] of the workloads the state counts;
+// head is its headroom (headroom(w, s.p), which depends on nothing else).
+func (s *nodeState) predict(i int, w *Workload, head headroomFigures, messages bool) Prediction {
 	p := s.p
 	objective, tail := objectiveOf(w.Objective)
 
-	head := headroom(w, p)
 	var own contentionFigures
 	switch {
 	case w.Dedicated && s.dedicatedOver:
@@ -282,7 +331,7 @@ func (s *nodeState) predict(i int, w *Workload, messages bool) Prediction {
 		own = s.contention(vcpuUtil(w, p), tail)
 	}
 	io := s.hostIO(tail)
-	nic := s.nic.flow(i)
+	nic := s.nicFlow(i, w)
 
 	t := Terms{
 		Headroom:   seconds(head.sec),

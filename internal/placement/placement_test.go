@@ -108,10 +108,28 @@ func TestPlace(t *testing.T) {
 			req: Request{Key: "bms/new", Spec: spec(400)},
 			nodes: func() []Node {
 				n := rtNode("a", 10)
-				n.HeldExclusiveMilli = 6000
+				n.Held = Held{CPUMilli: 6000, ExclusiveMilli: 6000}
 				return []Node{n}
 			}(),
 			reason: "a: needs 3 exclusive CPUs, 2 free",
+		},
+		"other pods' shared CPU requests count, as kube-scheduler counts them": {
+			req: Request{Key: "bms/new", Spec: spec(400)},
+			nodes: func() []Node {
+				n := rtNode("a", 10)
+				n.Held = Held{CPUMilli: 5500}
+				return []Node{n}
+			}(),
+			reason: "a: needs 3 exclusive CPUs, 2500m free",
+		},
+		"other pods' hugepages count": {
+			req: Request{Key: "bms/new", Spec: spec(400)},
+			nodes: func() []Node {
+				n := rtNode("a", 10)
+				n.Held = Held{HugepagesBytes: n.HugepagesBytes}
+				return []Node{n}
+			}(),
+			reason: "a: needs 1024Mi of 2Mi hugepages, 0Mi free",
 		},
 		"dedicated needs the CPU Manager label": {
 			req:    Request{Key: "bms/new", Spec: spec(100)},
@@ -293,5 +311,119 @@ func TestLongLivedPlannerDecidesAsAFreshOne(t *testing.T) {
 			long.Commit(req, got)
 			residents = append(residents, Resident{Key: req.Key, Node: got.Node, Sizing: got.Sizing, Workload: Workload(req.Key, sp, got.Sizing)})
 		}
+	}
+}
+
+// reference is Place as a search over every node: each node that passes the constraints
+// and has room is predicted with all its crawlers, and the policy's order picks among
+// those that fit. The planner's per-node state, ordered walks and lower bound must only
+// save work, never change the choice.
+func reference(p *Planner, req Request) string {
+	best, bestFree := -1, int64(0)
+	spread := req.Policy == isov1.PlacementPolicySpread
+	for i := range p.nodes {
+		n := &p.nodes[i]
+		if constraints(req, nil, n) != "" || (len(req.NodeSelector) > 0 && !labelsMatch(req.NodeSelector, n.Labels)) {
+			continue
+		}
+		s, err := sizing.Size(req.Spec, n.Params)
+		if err != nil {
+			continue
+		}
+		var u usage
+		var ws []model.Workload
+		for _, r := range p.residents[i] {
+			if r.Key != req.Key {
+				u.add(r.Sizing)
+				ws = append(ws, r.Workload)
+			}
+		}
+		if capacity(n, &u, s) != "" {
+			continue
+		}
+		fits := true
+		for _, pr := range model.Evaluate(model.Node{CPUs: n.CapacityCPUs, Params: n.Params, Correction: n.Correction}, append(ws, Workload(req.Key, req.Spec, s))) {
+			fits = fits && pr.Within
+		}
+		if !fits {
+			continue
+		}
+		u.add(s)
+		free := n.freeCPUMilli(&u)
+		switch {
+		case req.Current != "" && n.Name == req.Current:
+			return n.Name
+		case best < 0, spread && free > bestFree, !spread && free < bestFree:
+			best, bestFree = i, free
+		}
+	}
+	if best < 0 {
+		return ""
+	}
+	return p.nodes[best].Name
+}
+
+func labelsMatch(sel, ls map[string]string) bool {
+	for k, v := range sel {
+		if ls[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestPlaceChoosesWhatASearchOfEveryNodeWould(t *testing.T) {
+	var nodes []Node
+	for i := range 24 {
+		n := rtNode(fmt.Sprintf("n%02d", i), []int64{10, 18, 34}[i%3])
+		n.Params.SchedulerGranularity = []time.Duration{3 * time.Millisecond, 0}[i%2]
+		n.Labels["zone"] = []string{"a", "b"}[i%4/2]
+		switch i % 7 {
+		case 3:
+			n.Unschedulable = true
+		case 5:
+			n.Correction = 1.5
+		case 6:
+			n.Held = Held{CPUMilli: 3000, ExclusiveMilli: 2000, MemoryBytes: 4 * gi}
+		}
+		nodes = append(nodes, n)
+	}
+	p := NewPlanner(nodes, nil)
+	where := map[string]string{}
+	placed := 0
+	for i := range 600 {
+		key := fmt.Sprintf("bms/c%03d", i%450) // the last 150 are placed again
+		sp := spec(int32(50+(i*389)%1900), func(s *isov1.CrawlerVMSpec) {
+			s.ErrorBudget.Tolerance.Duration = time.Duration([]int{10, 50, 100}[i%3]) * time.Millisecond
+			if i%3 == 1 {
+				s.CPUPlacement = isov1.CPUPlacementShared
+			}
+			if i%10 == 4 {
+				s.RTNIC = &isov1.RTNIC{NetworkName: "rt", Deadline: metav1.Duration{Duration: 5 * time.Millisecond}, MinBandwidth: resource.MustParse("10M")}
+			}
+		})
+		req := Request{Key: key, Spec: sp, Policy: []isov1.PlacementPolicy{isov1.PlacementPolicyPack, isov1.PlacementPolicySpread}[i%5/4]}
+		if i%11 == 0 {
+			req.NodeSelector = map[string]string{"zone": "b"}
+		}
+		if i >= 450 {
+			req.Current = where[key]
+			if i%4 == 0 {
+				req.Current, req.Avoid = "", where[key]
+			}
+		}
+		want := reference(p, req)
+		d := p.Place(req)
+		if d.Node != want {
+			t.Fatalf("crawler %d (%s): Place chose %q, a search of every node %q (%s)", i, key, d.Node, want, d.Reason)
+		}
+		if d.Placed() {
+			p.Commit(req, d)
+			where[key] = d.Node
+			placed++
+		}
+	}
+	if placed < 100 || placed > 500 {
+		t.Fatalf("%d of 600 decisions placed a crawler: the test should exercise both outcomes", placed)
 	}
 }

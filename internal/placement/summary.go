@@ -46,8 +46,8 @@ func (p *Planner) summarize() ([]NodeSummary, map[string]model.Prediction) {
 			Node:             n.Name,
 			AllocatableMilli: n.CPUMilli,
 			UsedMilli:        u.exclusiveMilli + u.sharedMilli,
-			ExclusiveMilli:   n.HeldExclusiveMilli + u.exclusiveMilli,
-			FreeMilli:        max(0, n.CPUMilli-n.HeldExclusiveMilli-u.exclusiveMilli-u.sharedMilli),
+			ExclusiveMilli:   n.Held.ExclusiveMilli + u.exclusiveMilli,
+			FreeMilli:        max(0, n.freeCPUMilli(u)),
 			Crawlers:         make([]string, 0, len(p.residents[i])),
 		}
 		ws = ws[:0]

@@ -5,8 +5,8 @@ import (
 )
 
 func TestSummarize(t *testing.T) {
-	busy := rtNode("b-busy", 18) // 16 allocatable
-	busy.HeldExclusiveMilli = 1000
+	busy := rtNode("b-busy", 18)                           // 16 allocatable
+	busy.Held = Held{CPUMilli: 1500, ExclusiveMilli: 1000} // a pinned CPU and 500m shared
 	res := []Resident{
 		resident("bms/dedicated", "b-busy", spec(1000)),
 		resident("bms/shared", "b-busy", spec(100, shared)),
@@ -24,8 +24,9 @@ func TestSummarize(t *testing.T) {
 	s := res[1].Sizing
 	b := got[1]
 	wantExclusive := 1000 + int64(d.HostCPUs)*1000
-	if b.ExclusiveMilli != wantExclusive || b.FreeMilli != 16000-wantExclusive-s.CPURequestMilli || len(b.Crawlers) != 2 {
-		t.Errorf("busy node %+v, want %d exclusive, %d free, 2 crawlers", b, wantExclusive, 16000-wantExclusive-s.CPURequestMilli)
+	wantFree := 16000 - 1500 - int64(d.HostCPUs)*1000 - s.CPURequestMilli
+	if b.ExclusiveMilli != wantExclusive || b.FreeMilli != wantFree || len(b.Crawlers) != 2 {
+		t.Errorf("busy node %+v, want %d exclusive, %d free, 2 crawlers", b, wantExclusive, wantFree)
 	}
 	if b.WorstPredicted <= 0 {
 		t.Errorf("busy node worst prediction %s, want > 0", b.WorstPredicted)
