@@ -23,6 +23,8 @@ require (
 
 require github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring v0.89.0
 
+require k8s.io/component-helpers v0.34.3
+
 require (
 	cel.dev/expr v0.24.0 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.0 // indirect

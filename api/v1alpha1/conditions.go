@@ -60,6 +60,10 @@ const (
 	// ReasonVMIReplacing: a spec change renders a different VMI; the old one is deleted
 	// and the new one created once it is gone (VMI specs are immutable).
 	ReasonVMIReplacing = "VMIReplacing"
+	// ReasonLauncherUnschedulable: the VMI's virt-launcher pod cannot be scheduled on the
+	// crawler's node (kube-scheduler's reason, e.g. Insufficient cpu): something outside
+	// isochron holds what the reservation counted on.
+	ReasonLauncherUnschedulable = "LauncherUnschedulable"
 	// ReasonRTNetworkNotFound: spec.rtNIC.networkName names no NetworkAttachmentDefinition.
 	ReasonRTNetworkNotFound = "RTNetworkNotFound"
 	// ReasonInvalid: the VMI cannot be rendered from the spec, or a VMI of the crawler's

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	resourcehelper "k8s.io/component-helpers/resource"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/model"
@@ -19,9 +21,9 @@ import (
 const hugepages2Mi corev1.ResourceName = "hugepages-2Mi"
 
 // Node is what placement needs of a Node, with the parameters of the profile that
-// describes it (see ProfileFor), the exclusive CPUs other Guaranteed pods hold there and
-// its correction from probes (Correction; cal is its NodeCalibration, nil for none).
-func Node(n *corev1.Node, profiles []isov1.ContentionProfile, heldExclusiveMilli int64, cal *isov1.NodeCalibration) placement.Node {
+// describes it (see ProfileFor), what other pods request there (Held) and its correction
+// from probes (Correction; cal is its NodeCalibration, nil for none).
+func Node(n *corev1.Node, profiles []isov1.ContentionProfile, held placement.Held, cal *isov1.NodeCalibration) placement.Node {
 	alloc, capa := n.Status.Allocatable, n.Status.Capacity
 	capacityCPUs := float64(capa.Cpu().MilliValue()) / 1000
 	if capacityCPUs == 0 {
@@ -37,17 +39,17 @@ func Node(n *corev1.Node, profiles []isov1.ContentionProfile, heldExclusiveMilli
 		}
 	}
 	return placement.Node{
-		Name:               n.Name,
-		Labels:             n.Labels,
-		Taints:             n.Spec.Taints,
-		Unschedulable:      n.Spec.Unschedulable,
-		CPUMilli:           alloc.Cpu().MilliValue(),
-		MemoryBytes:        alloc.Memory().Value(),
-		HugepagesBytes:     alloc.Name(hugepages2Mi, "BinarySI").Value(),
-		CapacityCPUs:       capacityCPUs,
-		HeldExclusiveMilli: heldExclusiveMilli,
-		Params:             params,
-		Correction:         correction,
+		Name:           n.Name,
+		Labels:         n.Labels,
+		Taints:         n.Spec.Taints,
+		Unschedulable:  n.Spec.Unschedulable,
+		CPUMilli:       alloc.Cpu().MilliValue(),
+		MemoryBytes:    alloc.Memory().Value(),
+		HugepagesBytes: alloc.Name(hugepages2Mi, "BinarySI").Value(),
+		CapacityCPUs:   capacityCPUs,
+		Held:           held,
+		Params:         params,
+		Correction:     correction,
 	}
 }
 
@@ -147,24 +149,61 @@ func Request(c *isov1.CrawlerVM) placement.Request {
 	return req
 }
 
-// HeldExclusiveMilli sums, per node, the exclusive CPUs the kubelet's static CPU Manager
-// gives Guaranteed pods with whole CPUs, leaving out the virt-launcher pods of crawlers
-// (their CPUs are counted through the crawlers' reservations).
-func HeldExclusiveMilli(pods []corev1.Pod) map[string]int64 {
-	held := map[string]int64{}
+// Held sums, per node, what pods request there as kube-scheduler's NodeResourcesFit
+// counts it: every pod bound to the node and not terminated, its requests with init
+// containers, pod-level resources and overhead (component-helpers' PodRequests, the
+// scheduler's own function), and of CPU the part the static CPU Manager pins. Crawlers'
+// virt-launcher pods are left out: their CPUs and memory are counted through the
+// crawlers' reservations. Their probe pods are counted: they hold a CPU too.
+func Held(pods []corev1.Pod) map[string]placement.Held {
+	held := map[string]placement.Held{}
 	for i := range pods {
 		p := &pods[i]
-		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if !Holds(p) || CrawlerLauncher(p) {
 			continue
 		}
-		if _, crawler := p.Labels[isov1.LabelCrawlerVM]; crawler {
-			continue
+		req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{UseStatusResources: true})
+		h := held[p.Spec.NodeName]
+		h.CPUMilli += req.Cpu().MilliValue()
+		h.ExclusiveMilli += exclusiveMilli(p)
+		h.MemoryBytes += req.Memory().Value()
+		if hp, ok := req[hugepages2Mi]; ok {
+			h.HugepagesBytes += hp.Value()
 		}
-		if m := exclusiveMilli(p); m > 0 {
-			held[p.Spec.NodeName] += m
-		}
+		held[p.Spec.NodeName] = h
 	}
 	return held
+}
+
+// Holds says whether pod p holds what it requests of its node: bound to one and not
+// finished (Succeeded or Failed), as the kubelet and kube-scheduler count it.
+func Holds(p *corev1.Pod) bool {
+	return p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+}
+
+// LauncherUnschedulable finds, among a VMI's virt-launcher pods, one kube-scheduler
+// reports it cannot schedule (PodScheduled False, reason Unschedulable), and returns its
+// name and the scheduler's message ("0/3 nodes are available: 1 Insufficient cpu...").
+func LauncherUnschedulable(pods []corev1.Pod) (name, message string, ok bool) {
+	for i := range pods {
+		p := &pods[i]
+		if p.Spec.NodeName != "" || p.Status.Phase != corev1.PodPending {
+			continue
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				return p.Name, c.Message, true
+			}
+		}
+	}
+	return "", "", false
+}
+
+// CrawlerLauncher says whether p is the virt-launcher pod of a crawler's VMI: KubeVirt's
+// launcher label, and the crawler's label the VMI passes on.
+func CrawlerLauncher(p *corev1.Pod) bool {
+	_, crawler := p.Labels[isov1.LabelCrawlerVM]
+	return crawler && p.Labels[kubevirtv1.AppLabel] == "virt-launcher"
 }
 
 // exclusiveMilli is what the static CPU Manager pins for p: the whole-CPU requests of

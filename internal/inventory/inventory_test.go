@@ -9,7 +9,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/placement"
 )
 
 func pod(node string, phase corev1.PodPhase, labels map[string]string, containers ...corev1.ResourceRequirements) corev1.Pod {
@@ -37,21 +40,39 @@ func res(cpuReq, memReq, cpuLim, memLim string) corev1.ResourceRequirements {
 	return r
 }
 
-func TestHeldExclusiveMilli(t *testing.T) {
+// Held counts what kube-scheduler's NodeResourcesFit counts, less crawlers' launchers.
+func TestHeld(t *testing.T) {
+	launcher := map[string]string{isov1.LabelCrawlerVM: "a", kubevirtv1.AppLabel: "virt-launcher"}
+	probe := map[string]string{isov1.LabelCrawlerVM: "a"} // a probe Job's pod carries the crawler's label too
+	withInit := pod("n3", corev1.PodRunning, nil, res("500m", "1Gi", "", ""))
+	withInit.Spec.InitContainers = []corev1.Container{{Resources: res("2", "512Mi", "", "")}} // init runs first: the larger request counts
+	withOverhead := pod("n3", corev1.PodRunning, nil, res("1", "1Gi", "1", "1Gi"))
+	withOverhead.Spec.Overhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")}
+	hugepages := pod("n3", corev1.PodRunning, nil, corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi"), hugepages2Mi: resource.MustParse("2Gi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi"), hugepages2Mi: resource.MustParse("2Gi")},
+	})
 	pods := []corev1.Pod{
-		pod("n1", corev1.PodRunning, nil, res("2", "1Gi", "2", "1Gi")),                                          // Guaranteed, 2 whole CPUs
-		pod("n1", corev1.PodRunning, nil, res("1", "1Gi", "1", "1Gi"), res("3", "1Gi", "3", "1Gi")),             // two pinned containers
-		pod("n1", corev1.PodRunning, nil, res("1500m", "1Gi", "1500m", "1Gi")),                                  // Guaranteed, fractional: shared pool
-		pod("n1", corev1.PodRunning, nil, res("2", "1Gi", "4", "1Gi")),                                          // Burstable
-		pod("n1", corev1.PodRunning, nil, res("2", "1Gi", "2", "2Gi")),                                          // memory request != limit: Burstable
-		pod("n2", corev1.PodSucceeded, nil, res("4", "1Gi", "4", "1Gi")),                                        // finished
-		pod("", corev1.PodPending, nil, res("4", "1Gi", "4", "1Gi")),                                            // not scheduled
-		pod("n2", corev1.PodRunning, map[string]string{isov1.LabelCrawlerVM: "a"}, res("5", "1Gi", "5", "1Gi")), // a crawler's virt-launcher
-		pod("n2", corev1.PodRunning, nil, res("1", "256Mi", "1", "256Mi")),
+		pod("n1", corev1.PodRunning, nil, res("2", "1Gi", "2", "1Gi")),                              // Guaranteed, 2 whole CPUs
+		pod("n1", corev1.PodRunning, nil, res("1", "1Gi", "1", "1Gi"), res("3", "1Gi", "3", "1Gi")), // two pinned containers
+		pod("n1", corev1.PodRunning, nil, res("1500m", "1Gi", "1500m", "1Gi")),                      // Guaranteed, fractional: shared pool
+		pod("n1", corev1.PodRunning, nil, res("2", "1Gi", "4", "1Gi")),                              // Burstable: shared, requests count
+		pod("n1", corev1.PodRunning, nil, res("2", "1Gi", "2", "2Gi")),                              // memory request != limit: Burstable
+		pod("n2", corev1.PodSucceeded, nil, res("4", "1Gi", "4", "1Gi")),                            // finished
+		pod("", corev1.PodPending, nil, res("4", "1Gi", "4", "1Gi")),                                // not scheduled
+		pod("n2", corev1.PodRunning, launcher, res("5", "1Gi", "5", "1Gi")),                         // a crawler's virt-launcher: its reservation counts
+		pod("n2", corev1.PodRunning, probe, res("1", "256Mi", "1", "256Mi")),                        // a crawler's probe pod: counted
+		pod("n2", corev1.PodPending, nil, res("250m", "", "", "")),                                  // bound, not started: counted
+		withInit, withOverhead, hugepages,
 	}
-	want := map[string]int64{"n1": 6000, "n2": 1000}
-	if diff := cmp.Diff(want, HeldExclusiveMilli(pods)); diff != "" {
-		t.Errorf("HeldExclusiveMilli() (-want +got):\n%s", diff)
+	const gi, mi = int64(1) << 30, int64(1) << 20
+	want := map[string]placement.Held{
+		"n1": {CPUMilli: 11500, ExclusiveMilli: 6000, MemoryBytes: 6 * gi},
+		"n2": {CPUMilli: 1250, ExclusiveMilli: 1000, MemoryBytes: 256 * mi},
+		"n3": {CPUMilli: 2000 + 1100 + 1000, ExclusiveMilli: 1000 + 1000, MemoryBytes: gi + gi + 64*mi + gi, HugepagesBytes: 2 * gi},
+	}
+	if diff := cmp.Diff(want, Held(pods)); diff != "" {
+		t.Errorf("Held() (-want +got):\n%s", diff)
 	}
 }
 
@@ -96,17 +117,49 @@ func TestNodeTakesReservedCPUsFromCapacityMinusAllocatable(t *testing.T) {
 		Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16")},
 		Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("14"), "hugepages-2Mi": resource.MustParse("8Gi")},
 	}}
-	got := Node(n, nil, 3000, nil)
-	if got.CapacityCPUs != 16 || got.CPUMilli != 14000 || got.Params.HostReservedCPUs != 2 || got.HugepagesBytes != 8<<30 || got.HeldExclusiveMilli != 3000 {
+	got := Node(n, nil, placement.Held{CPUMilli: 3000, ExclusiveMilli: 3000}, nil)
+	if got.CapacityCPUs != 16 || got.CPUMilli != 14000 || got.Params.HostReservedCPUs != 2 || got.HugepagesBytes != 8<<30 || got.Held.ExclusiveMilli != 3000 {
 		t.Errorf("Node() = %+v", got)
 	}
 	reserved := resource.MustParse("500m")
 	p := profile("p", 0, nil)
 	p.Spec.Host.ReservedCPUs = &reserved
-	if got := Node(n, []isov1.ContentionProfile{p}, 0, nil).Params; got.HostReservedCPUs != 0.5 || got.SchedulerGranularity != time.Millisecond {
+	if got := Node(n, []isov1.ContentionProfile{p}, placement.Held{}, nil).Params; got.HostReservedCPUs != 0.5 || got.SchedulerGranularity != time.Millisecond {
 		t.Errorf("a profile's reservedCPUs and granularity: got %+v", got)
 	}
-	if got := Node(n, nil, 0, nil).Params; got.CPUPerRequest != 0 || got.SchedulerGranularity != 0 {
+	if got := Node(n, nil, placement.Held{}, nil).Params; got.CPUPerRequest != 0 || got.SchedulerGranularity != 0 {
 		t.Errorf("without a profile every other parameter stays unset for the model's defaults: %+v", got)
+	}
+}
+
+func TestLauncherUnschedulable(t *testing.T) {
+	pending := func(name string, conds ...corev1.PodCondition) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: conds}}
+	}
+	unsched := corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+		Message: "0/3 nodes are available: 1 Insufficient cpu."}
+	bound := pending("bound", unsched)
+	bound.Spec.NodeName = "rt-1"
+	cases := []struct {
+		name     string
+		pods     []corev1.Pod
+		wantName string
+	}{
+		{name: "none", pods: nil},
+		{name: "pending, not judged yet", pods: []corev1.Pod{pending("a")}},
+		{name: "scheduling gated", pods: []corev1.Pod{pending("a", corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonSchedulingGated})}},
+		{name: "unschedulable", pods: []corev1.Pod{pending("a"), pending("b", unsched)}, wantName: "b"},
+		{name: "bound since", pods: []corev1.Pod{bound}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			name, msg, ok := LauncherUnschedulable(tc.pods)
+			if name != tc.wantName || ok != (tc.wantName != "") {
+				t.Fatalf("got %q %v, want %q", name, ok, tc.wantName)
+			}
+			if ok && msg != unsched.Message {
+				t.Errorf("message %q, want the scheduler's", msg)
+			}
+		})
 	}
 }
