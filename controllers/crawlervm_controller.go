@@ -65,6 +65,10 @@ type CrawlerVMReconciler struct {
 	// decision before it, and assumes its own before the next one starts. Persisting
 	// happens after, outside the lock.
 	decide sync.Mutex
+	// pending are the crawlers waiting for the next batch of decisions.
+	pending pendingQueue
+	// kept is the planner kept across batches (plannerFor); guarded by decide.
+	kept *plannedLedger
 }
 
 // Option sets up a CrawlerVMReconciler (Kueue's style: WithClock and the like).
@@ -209,12 +213,18 @@ func (r *CrawlerVMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &isov1.CrawlerVM{}, indexRTNetwork, rtNetworkIndex); err != nil {
 		return err
 	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &isov1.CrawlerVM{}, indexNode, nodeIndex); err != nil {
+		return err
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, indexPodNode, podNodeIndex); err != nil {
+		return err
+	}
 	r.metrics = newMetrics(r.clock.Now())
 	if err := r.metrics.register(r.registry, newNodeCollector(r, mgr.Elected())); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&isov1.CrawlerVM{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&isov1.CrawlerVM{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, reservationChanged))).
 		Owns(&kubevirtv1.VirtualMachineInstance{}).
 		Owns(&batchv1.Job{}).
 		Owns(&corev1.Service{})
@@ -242,7 +252,7 @@ type trigger struct {
 	on predicate.Predicate
 	// wakes selects the crawlers to reconcile for an event on obj; old is obj before
 	// an update, nil for other events.
-	wakes func(old, obj client.Object) crawlers
+	wakes func(old, obj client.Object) []crawlers
 }
 
 // crawlers selects CrawlerVMs: those the cache lists with opts, and of them those keep
@@ -250,59 +260,74 @@ type trigger struct {
 type crawlers struct {
 	opts []client.ListOption
 	keep func(*isov1.CrawlerVM) bool
+	// key, when set, is the one crawler selected: nothing is listed.
+	key *client.ObjectKey
 }
 
 // triggers is every change outside a crawler's own objects that it reconciles on.
 func (r *CrawlerVMReconciler) triggers() []trigger {
 	return []trigger{
-		// Capacity freed by a deleted crawler may let a waiting one fit.
-		{object: &isov1.CrawlerVM{}, on: deleted, wakes: unplaced},
+		// Capacity freed by a deleted crawler may let a waiting one fit (kube-scheduler's
+		// queueing hints: only events that can free capacity wake the unplaced).
+		{object: &isov1.CrawlerVM{}, on: releasedReservation, wakes: unplaced},
 		// A crawler arriving on or leaving a node changes its neighbours' predictions.
 		{object: &isov1.CrawlerVM{}, on: movedNode, wakes: neighboursOfMove},
 		// A node added, removed, or whose capacity, labels, taints or cordon changed may
 		// fit a waiting crawler; heartbeats, most Node updates, are ignored.
 		{object: &corev1.Node{}, on: nodeCapacityChanged, wakes: unplaced},
-		// A pod leaving frees the CPUs it held (a Guaranteed pod's exclusive ones).
-		{object: &corev1.Pod{}, on: deleted, wakes: unplaced},
+		// A pod that held a node's resources and stops holding them (deleted, or finished)
+		// frees them; a finished probe pod deleted by its TTL frees nothing.
+		{object: &corev1.Pod{}, on: podReleased, wakes: unplaced},
 		// A changed profile, or class calibration, changes every prediction on the nodes
 		// it selects.
 		{object: &isov1.ContentionProfile{}, on: profileChanged, wakes: all},
 		// A node's calibration changes every prediction on it.
 		{object: &isov1.NodeCalibration{}, wakes: onNodeNamed},
+		// kube-scheduler judging a crawler's virt-launcher pod (Unschedulable: something
+		// took what its reservation counted on).
+		{object: &corev1.Pod{}, on: launcherScheduling, wakes: launcherCrawler},
 		// A crawler's RT network appearing or changing (bridge or SR-IOV binding).
 		{object: &nadv1.NetworkAttachmentDefinition{}, wakes: usingNetwork},
 	}
 }
 
 // unplaced are the crawlers waiting for a node.
-func unplaced(_, _ client.Object) crawlers {
-	return crawlers{keep: func(c *isov1.CrawlerVM) bool { return c.Status.Placement == nil }}
+func unplaced(_, _ client.Object) []crawlers { return []crawlers{onNode("")} }
+
+// onNode are the crawlers placed on node ("": those placed nowhere), from the cache's
+// index: a trigger costs what it wakes, not the number of crawlers.
+func onNode(node string) crawlers {
+	if node == "" {
+		node = unplacedKey
+	}
+	return crawlers{opts: []client.ListOption{client.MatchingFields{indexNode: node}}}
 }
 
 // onNodeNamed are the crawlers placed on the node of the object's name (a
 // NodeCalibration's).
-func onNodeNamed(_, obj client.Object) crawlers {
-	node := obj.GetName()
-	return crawlers{keep: func(c *isov1.CrawlerVM) bool { return placedOn(c) == node }}
-}
+func onNodeNamed(_, obj client.Object) []crawlers { return []crawlers{onNode(obj.GetName())} }
 
 // all is every crawler.
-func all(_, _ client.Object) crawlers { return crawlers{} }
+func all(_, _ client.Object) []crawlers { return []crawlers{{}} }
 
 // neighboursOfMove are the crawlers, other than the one that moved, on the nodes it left
 // and arrived on.
-func neighboursOfMove(old, obj client.Object) crawlers {
-	before, after := placedOn(old), placedOn(obj)
-	return crawlers{keep: func(c *isov1.CrawlerVM) bool {
-		n := placedOn(c)
-		return n != "" && (n == before || n == after) && c.UID != obj.GetUID()
-	}}
+func neighboursOfMove(old, obj client.Object) []crawlers {
+	var out []crawlers
+	for _, n := range []string{placedOn(old), placedOn(obj)} {
+		if n != "" {
+			sel := onNode(n)
+			sel.keep = func(c *isov1.CrawlerVM) bool { return c.UID != obj.GetUID() }
+			out = append(out, sel)
+		}
+	}
+	return out
 }
 
 // usingNetwork are the crawlers whose RT-NIC uses the NetworkAttachmentDefinition nad.
-func usingNetwork(_, nad client.Object) crawlers {
+func usingNetwork(_, nad client.Object) []crawlers {
 	key := nad.GetNamespace() + "/" + nad.GetName()
-	return crawlers{opts: []client.ListOption{client.MatchingFields{indexRTNetwork: key}}}
+	return []crawlers{{opts: []client.ListOption{client.MatchingFields{indexRTNetwork: key}}}}
 }
 
 // placedOn is the node a CrawlerVM is placed on, "" for none (or another kind of object).
@@ -313,11 +338,55 @@ func placedOn(o client.Object) string {
 	return ""
 }
 
-// deleted selects delete events.
-var deleted = predicate.Funcs{
+// releasedReservation selects deleted crawlers that held a reservation.
+var releasedReservation = predicate.Funcs{
 	CreateFunc:  func(event.CreateEvent) bool { return false },
 	UpdateFunc:  func(event.UpdateEvent) bool { return false },
+	DeleteFunc:  func(e event.DeleteEvent) bool { return placedOn(e.Object) != "" },
 	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// podReleased selects pods that stop holding what they requested of a node: deleted
+// while they held it, or finished.
+var podReleased = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	UpdateFunc:  func(e event.UpdateEvent) bool { return holds(e.ObjectOld) && !holds(e.ObjectNew) },
+	DeleteFunc:  func(e event.DeleteEvent) bool { return holds(e.Object) },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// launcherScheduling selects updates of a crawler's virt-launcher pod that change what
+// kube-scheduler says of it (its PodScheduled condition).
+var launcherScheduling = predicate.Funcs{
+	CreateFunc: func(event.CreateEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld.(*corev1.Pod), e.ObjectNew.(*corev1.Pod)
+		return o != nil && n != nil && inventory.CrawlerLauncher(n) && scheduled(o) != scheduled(n)
+	},
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// scheduled is a pod's PodScheduled condition, zero for none.
+func scheduled(p *corev1.Pod) corev1.PodCondition {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			return corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message}
+		}
+	}
+	return corev1.PodCondition{}
+}
+
+// launcherCrawler is the crawler a virt-launcher pod runs (its label).
+func launcherCrawler(_, pod client.Object) []crawlers {
+	return []crawlers{{key: &client.ObjectKey{Namespace: pod.GetNamespace(), Name: pod.GetLabels()[isov1.LabelCrawlerVM]}}}
+}
+
+// holds says whether o is a pod that holds what it requests of a node: bound and not
+// finished (inventory.Held counts the same pods).
+func holds(o client.Object) bool {
+	p, ok := o.(*corev1.Pod)
+	return ok && inventory.Holds(p)
 }
 
 // movedNode selects updates of a CrawlerVM that changed the node it is placed on.
@@ -332,7 +401,7 @@ var movedNode = predicate.Funcs{
 // wakes, as the cache lists them.
 type enqueueCrawlers struct {
 	r     *CrawlerVMReconciler
-	wakes func(old, obj client.Object) crawlers
+	wakes func(old, obj client.Object) []crawlers
 }
 
 func (h enqueueCrawlers) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
@@ -352,20 +421,43 @@ func (h enqueueCrawlers) Generic(ctx context.Context, e event.GenericEvent, q wo
 }
 
 func (h enqueueCrawlers) enqueue(ctx context.Context, old, obj client.Object, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
-	sel := h.wakes(old, obj)
-	list := &isov1.CrawlerVMList{}
-	if err := h.r.List(ctx, list, sel.opts...); err != nil {
-		log.FromContext(ctx).Error(err, "Listing CrawlerVMs to reconcile", "trigger", klog.KObj(obj))
-		return
-	}
-	for i := range list.Items {
-		if c := &list.Items[i]; sel.keep == nil || sel.keep(c) {
-			q.Add(ctrl.Request{NamespacedName: client.ObjectKeyFromObject(c)})
+	for _, sel := range h.wakes(old, obj) {
+		if sel.key != nil {
+			q.Add(ctrl.Request{NamespacedName: *sel.key})
+			continue
+		}
+		list := &isov1.CrawlerVMList{}
+		// Read-only: the cache's own objects, not copies.
+		if err := h.r.List(ctx, list, append(sel.opts, client.UnsafeDisableDeepCopy)...); err != nil {
+			log.FromContext(ctx).Error(err, "Listing CrawlerVMs to reconcile", "trigger", klog.KObj(obj))
+			return
+		}
+		for i := range list.Items {
+			if c := &list.Items[i]; sel.keep == nil || sel.keep(c) {
+				q.Add(ctrl.Request{NamespacedName: client.ObjectKeyFromObject(c)})
+			}
 		}
 	}
 }
 
 const indexRTNetwork = "spec.rtNIC.networkKey"
+
+// indexNode indexes crawlers by the node they are placed on, unplacedKey for none (a
+// colon is not in any node name).
+const (
+	indexNode   = "status.placement.node"
+	unplacedKey = ":unplaced"
+)
+
+func nodeIndex(o client.Object) []string {
+	if _, ok := o.(*isov1.CrawlerVM); !ok {
+		return nil
+	}
+	if n := placedOn(o); n != "" {
+		return []string{n}
+	}
+	return []string{unplacedKey}
+}
 
 func rtNetworkIndex(o client.Object) []string {
 	c, ok := o.(*isov1.CrawlerVM)
@@ -388,6 +480,25 @@ var profileChanged = predicate.Funcs{
 	},
 }
 
+// reservationChanged selects a crawler's status updates that change its reservation: a
+// decision reaching the cache brings the crawler back to run its VMI there.
+var reservationChanged = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	UpdateFunc:  func(e event.UpdateEvent) bool { return reservationOf(e.ObjectOld) != reservationOf(e.ObjectNew) },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// reservationOf is the node and size a crawler holds, zero for none.
+func reservationOf(o client.Object) placement.Resident {
+	c, ok := o.(*isov1.CrawlerVM)
+	if !ok {
+		return placement.Resident{}
+	}
+	res, _ := inventory.Resident(c)
+	return placement.Resident{Node: res.Node, Sizing: res.Sizing}
+}
+
 // nodeCapacityChanged ignores the heartbeats that make up most Node updates.
 var nodeCapacityChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
@@ -395,6 +506,6 @@ var nodeCapacityChanged = predicate.Funcs{
 		if o == nil || n == nil {
 			return true
 		}
-		return !equality.Semantic.DeepEqual(inventory.Node(o, nil, 0, nil), inventory.Node(n, nil, 0, nil))
+		return !equality.Semantic.DeepEqual(inventory.Node(o, nil, placement.Held{}, nil), inventory.Node(n, nil, placement.Held{}, nil))
 	},
 }

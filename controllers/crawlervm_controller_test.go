@@ -16,6 +16,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -467,9 +468,11 @@ func TestVMIRenderedByAnEarlierReleaseSurvives(t *testing.T) {
 	if vmi.UID != uid || !strings.Contains(vmi.Spec.Volumes[len(vmi.Spec.Volumes)-1].CloudInitNoCloud.UserData, "# isochron: DSCP EF (46)") {
 		t.Errorf("the VMI of the earlier release was replaced (UID %s, was %s), want it adopted as it runs", vmi.UID, uid)
 	}
-	if !slices.ContainsFunc(events(t, c), func(e string) bool { return strings.HasPrefix(e, isov1.EventReasonVMIAdopted+": VMI legacy") }) {
-		t.Errorf("no %s Event: %v", isov1.EventReasonVMIAdopted, events(t, c))
-	}
+	// Events are sent asynchronously, after the annotation.
+	eventually(t, "a "+isov1.EventReasonVMIAdopted+" Event", func() (bool, string) {
+		evs := events(t, c)
+		return slices.ContainsFunc(evs, func(e string) bool { return strings.HasPrefix(e, isov1.EventReasonVMIAdopted+": VMI legacy") }), fmt.Sprint(evs)
+	})
 	waitForCrawler(t, c, "still Ready", func(c *isov1.CrawlerVM) bool {
 		return hasCondition(c, isov1.ConditionReady, metav1.ConditionTrue, isov1.ReasonVMIRunning)
 	})
@@ -536,5 +539,48 @@ func TestCrawlerAtRiskWhenItsNodeChanges(t *testing.T) {
 	}
 	waitForCrawler(t, c, "within its tolerance again", func(c *isov1.CrawlerVM) bool {
 		return hasCondition(c, isov1.ConditionAtRisk, metav1.ConditionFalse, isov1.ReasonPredictedWithinTolerance)
+	})
+}
+
+// A virt-launcher pod kube-scheduler cannot place on the crawler's node (something outside
+// isochron took its CPUs) is noticed: Ready False with the scheduler's reason, Stalled, a
+// Warning Event. The test plays virt-controller (the pod) and kube-scheduler (its
+// condition).
+func TestUnschedulableLauncherIsReported(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	createNode(t, rtNode("launcher-1", "it", "launcher"), 16)
+	c := crawler(ns, "stuck", withSelector("it", "launcher"))
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	vmi := waitForVMI(t, client.ObjectKeyFromObject(c), func(*kubevirtv1.VirtualMachineInstance) bool { return true })
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "virt-launcher-stuck-abcde", Labels: map[string]string{
+			kubevirtv1.AppLabel: "virt-launcher", kubevirtv1.CreatedByLabel: string(vmi.UID), isov1.LabelCrawlerVM: c.Name,
+		}},
+		Spec: corev1.PodSpec{AutomountServiceAccountToken: ptr.To(false), Containers: []corev1.Container{{Name: "compute", Image: "virt-launcher"}}},
+	}
+	eventually(t, "the launcher pod created", func() (bool, string) {
+		err := k8s.Create(ctx, pod)
+		return err == nil, fmt.Sprint(err) // the namespace's default ServiceAccount may not exist yet
+	})
+	pod.Status = corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+		Message: "0/1 nodes are available: 1 Insufficient cpu.", LastTransitionTime: metav1.Now(),
+	}}}
+	if err := k8s.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	waitForCrawler(t, c, "Ready False, LauncherUnschedulable, Stalled", func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionReady, metav1.ConditionFalse, isov1.ReasonLauncherUnschedulable) &&
+			strings.Contains(condition(c, isov1.ConditionReady), "Insufficient cpu") &&
+			hasCondition(c, isov1.ConditionStalled, metav1.ConditionTrue, isov1.ReasonLauncherUnschedulable)
+	})
+	eventually(t, "a "+isov1.ReasonLauncherUnschedulable+" Event", func() (bool, string) {
+		evs := events(t, c)
+		return slices.ContainsFunc(evs, func(e string) bool {
+			return strings.HasPrefix(e, isov1.ReasonLauncherUnschedulable+": virt-launcher pod "+pod.Name)
+		}), fmt.Sprint(evs)
 	})
 }

@@ -20,6 +20,7 @@ import (
 	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/placement"
 	"isochron.io/isochron/internal/render"
+	"isochron.io/isochron/internal/sizing"
 	"isochron.io/isochron/internal/slo"
 )
 
@@ -35,7 +36,7 @@ import (
 // ledger when that fails (a stale copy, a conflicting write), to be decided again.
 func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter) (bool, error) {
 	if r.isPlaced(cvm) {
-		inv, err := r.gather(ctx)
+		inv, err := r.gatherNode(ctx, cvm.Status.Placement.Node)
 		if err != nil {
 			return true, err
 		}
@@ -44,6 +45,7 @@ func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, s
 			return false, nil
 		}
 	}
+	before := reservationOf(cvm)
 	done, undo, err := r.decidePlacement(ctx, cvm)
 	if err != nil || undo == nil {
 		return true, err
@@ -53,39 +55,60 @@ func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, s
 		undo()
 		return true, err
 	}
+	if reservationOf(cvm) != before {
+		// Decisions before workloads, as kube-scheduler binds and the kubelet starts: the
+		// worker goes on to the next crawler, and this one comes back, for its VMI, when the
+		// cache shows the new reservation (reservationChanged).
+		return true, nil
+	}
 	return done, nil
 }
 
-// decidePlacement decides where the crawler goes, under r.decide, and writes the decision
-// into cvm's status and the ledger. It returns whether the reconcile is done (nothing
-// held), and the undo that forgets the decision from the ledger; a nil undo means no
-// decision was taken: this process's last decision for the crawler has not reached the
-// cache yet, whose update brings the crawler back.
-func (r *CrawlerVMReconciler) decidePlacement(ctx context.Context, cvm *isov1.CrawlerVM) (done bool, undo func(), err error) {
-	r.decide.Lock()
-	defer r.decide.Unlock()
-	if err := r.buildLedger(ctx); err != nil {
-		return true, nil, err
-	}
-	key := cvm.Namespace + "/" + cvm.Name
-	if r.ledger.Assumed(key) {
-		// The cache's copy predates a decision for it (never place a crawler twice).
-		return true, nil, nil
-	}
-	began := r.clock.Now()
-	inv, err := r.gather(ctx)
-	if err != nil {
-		return true, nil, err
-	}
-	held := cvm.Status.Placement
-	placedNow := apimeta.IsStatusConditionTrue(cvm.Status.Conditions, isov1.ConditionPlaced)
-	d := placement.NewPlanner(inv.nodes, inv.residents).Place(inventory.Request(cvm))
-	r.metrics.placementDuration.Observe(r.clock.Since(began).Seconds())
+// recordDecision makes decision d the crawler's status (applyDecision), tells it in an
+// Event and the metrics, and assumes a reservation it holds into the ledger, which the
+// kept planner has committed. It returns whether
+// the reconcile is done (nothing held) and the undo that forgets the assumption.
+func (r *CrawlerVMReconciler) recordDecision(cvm *isov1.CrawlerVM, d placement.Decision, kept *plannedLedger) (bool, func()) {
+	out := applyDecision(cvm, d)
 	result := "placed"
 	if !d.Placed() {
 		result = "unschedulable"
 	}
 	r.metrics.placementDecisions.WithLabelValues(result).Inc()
+	if e := out.event; e != nil {
+		r.Recorder.Event(cvm, e.kind, e.reason, e.message)
+	}
+	if !d.Placed() {
+		return out.done, func() {} // the reservation is unchanged: nothing to assume or undo
+	}
+	res, _ := inventory.Resident(cvm)
+	undo, gen, exact := r.ledger.AssumeAt(res, kept.gen)
+	if exact {
+		kept.gen = gen // the kept planner committed the same decision
+	} else {
+		r.kept = nil // something else changed the ledger meanwhile: build afresh
+	}
+	return out.done, undo
+}
+
+// outcome is what a decision means beyond the status: whether the reconcile is done, and
+// the Event that tells it (nil for none).
+type outcome struct {
+	done  bool
+	event *eventInfo
+}
+
+type eventInfo struct{ kind, reason, message string }
+
+// applyDecision turns a placement decision into the crawler's status: the reservation
+// (status.sizing, status.placement), the Placed, Ready and AtRisk conditions, and
+// observedGeneration. It does no I/O. A crawler nothing fits keeps the reservation it
+// holds (the VM of its previous spec); one that holds none is done until something
+// changes.
+func applyDecision(cvm *isov1.CrawlerVM, d placement.Decision) outcome {
+	held := cvm.Status.Placement
+	placedNow := apimeta.IsStatusConditionTrue(cvm.Status.Conditions, isov1.ConditionPlaced)
+	firstDecision := apimeta.FindStatusCondition(cvm.Status.Conditions, isov1.ConditionPlaced) == nil
 	cvm.Status.ObservedGeneration = cvm.Generation
 	want := d.Sizing
 	if !d.Placed() {
@@ -95,41 +118,57 @@ func (r *CrawlerVMReconciler) decidePlacement(ctx context.Context, cvm *isov1.Cr
 		} else if want.VCPUs > 0 {
 			cvm.Status.Sizing = want.Status()
 		}
-		if placedNow || apimeta.FindStatusCondition(cvm.Status.Conditions, isov1.ConditionPlaced) == nil {
-			r.Recorder.Event(cvm, corev1.EventTypeWarning, isov1.ReasonUnschedulable, msg)
-		}
 		setCondition(cvm, isov1.ConditionPlaced, false, isov1.ReasonUnschedulable, msg)
 		if held == nil {
 			setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonNotPlaced, "waiting for a node: "+d.Reason)
 			apimeta.RemoveStatusCondition(&cvm.Status.Conditions, isov1.ConditionAtRisk) // it holds no node
 		}
-		// The reservation is unchanged: nothing to assume or undo.
-		return held == nil, func() {}, nil
+		out := outcome{done: held == nil}
+		if placedNow || firstDecision {
+			out.event = &eventInfo{corev1.EventTypeWarning, isov1.ReasonUnschedulable, msg}
+		}
+		return out
 	}
+	out := outcome{}
 	if held == nil || held.Node != d.Node {
-		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.ReasonPlaced, "Placed on node %s with %d vCPUs (%d exclusive CPUs), predicted interval error %s",
-			d.Node, want.VCPUs, want.HostCPUs, format.Duration(d.Predicted))
+		out.event = &eventInfo{corev1.EventTypeNormal, isov1.ReasonPlaced, fmt.Sprintf("Placed on node %s with %d vCPUs (%d exclusive CPUs), predicted interval error %s",
+			d.Node, want.VCPUs, want.HostCPUs, format.Duration(d.Predicted))}
 	}
-	hold(cvm, d, "")
-	res, _ := inventory.Resident(cvm)
-	return false, r.ledger.Assume(res), nil
+	hold(cvm, d)
+	return out
 }
 
 // hold makes decision d, which placed the crawler, its reservation: status.sizing and
-// status.placement, the Placed condition (its message after prefix) and AtRisk.
-func hold(cvm *isov1.CrawlerVM, d placement.Decision, prefix string) {
-	want := d.Sizing
-	cvm.Status.Sizing = want.Status()
-	cvm.Status.Placement = placementStatus(cvm, d.Node, d.Predicted, d.Correction)
-	holds := fmt.Sprintf("%d exclusive CPUs (%d vCPUs and the emulator thread)", want.HostCPUs, want.VCPUs)
-	if !want.Dedicated() {
-		holds = fmt.Sprintf("a %s CPU request in the shared pool for %d vCPUs", format.CPU(want.CPURequestMilli), want.VCPUs)
+// status.placement, the Placed condition and AtRisk.
+func hold(cvm *isov1.CrawlerVM, d placement.Decision) {
+	cvm.Status.Sizing = d.Sizing.Status()
+	// A node is chosen only where every crawler stays within budget.
+	setPlacement(cvm, d.Node, d.Sizing, model.Prediction{Error: d.Predicted, Cause: d.Cause, Correction: d.Correction, Within: true})
+}
+
+// setPlacement records the crawler's prediction on its node in status.placement, and
+// from the same figures the Placed condition's message and AtRisk: one source, so the
+// message never keeps a figure status.placement has since refreshed. A crawler that
+// moved here (status.lastRemediation) says so first. It does no I/O.
+func setPlacement(cvm *isov1.CrawlerVM, node string, size sizing.Result, pred model.Prediction) {
+	tolerance := cvm.Spec.ErrorBudget.Tolerance.Duration
+	prefix := ""
+	if m := cvm.Status.LastRemediation; m != nil && m.To == node {
+		prefix = fmt.Sprintf("moved from node %s (probe Job %s refuted the SLO there): ", m.From, m.Job)
+	}
+	cvm.Status.Placement = placementStatus(cvm, node, pred.Error, pred.Correction)
+	holds := fmt.Sprintf("%d exclusive CPUs (%d vCPUs and the emulator thread)", size.HostCPUs, size.VCPUs)
+	if !size.Dedicated() {
+		holds = fmt.Sprintf("a %s CPU request in the shared pool for %d vCPUs", format.CPU(size.CPURequestMilli), size.VCPUs)
+	}
+	within := "within"
+	if !pred.Within {
+		within = "over"
 	}
 	setCondition(cvm, isov1.ConditionPlaced, true, isov1.ReasonPlaced,
-		fmt.Sprintf("%snode %s holds %s; predicted interval error %s (%s) within %s; %s CPU left there",
-			prefix, d.Node, holds, format.Duration(d.Predicted), d.Cause, format.Duration(cvm.Spec.ErrorBudget.Tolerance.Duration), format.CPU(d.FreeCPUMilli)))
-	// A node is chosen only where every crawler stays within budget.
-	risk, reason, msg := atRisk(d.Node, model.Prediction{Error: d.Predicted, Cause: d.Cause, Within: true}, cvm.Spec.ErrorBudget.Tolerance.Duration)
+		fmt.Sprintf("%snode %s holds %s; predicted interval error %s (%s) %s the %s tolerance",
+			prefix, node, holds, format.Duration(cvm.Status.Placement.PredictedError.Duration), pred.Cause, within, format.Duration(tolerance)))
+	risk, reason, msg := atRisk(node, pred, tolerance)
 	setCondition(cvm, isov1.ConditionAtRisk, risk, reason, msg)
 }
 
@@ -155,19 +194,19 @@ func placementStatus(cvm *isov1.CrawlerVM, node string, predicted time.Duration,
 }
 
 // refreshPrediction updates a placed crawler's predicted error for what is on its node
-// now (neighbours come and go, profiles change) and says whether that puts it at risk.
+// now (neighbours come and go, profiles change), in status.placement and the Placed
+// message alike, and says whether that puts it at risk.
 func (r *CrawlerVMReconciler) refreshPrediction(cvm *isov1.CrawlerVM, inv *clusterInventory) {
-	node := cvm.Status.Placement.Node
+	res, held := inventory.Resident(cvm)
 	pred, ok := inv.predict(cvm.Namespace + "/" + cvm.Name)
-	if !ok {
+	if !ok || !held {
 		return
 	}
-	cvm.Status.Placement = placementStatus(cvm, node, pred.Error, pred.Correction)
-	risk, reason, msg := atRisk(node, pred, cvm.Spec.ErrorBudget.Tolerance.Duration)
-	if risk && !apimeta.IsStatusConditionTrue(cvm.Status.Conditions, isov1.ConditionAtRisk) {
-		r.Recorder.Event(cvm, corev1.EventTypeWarning, reason, msg)
+	wasAtRisk := apimeta.IsStatusConditionTrue(cvm.Status.Conditions, isov1.ConditionAtRisk)
+	setPlacement(cvm, res.Node, res.Sizing, pred)
+	if c := apimeta.FindStatusCondition(cvm.Status.Conditions, isov1.ConditionAtRisk); c.Status == metav1.ConditionTrue && !wasAtRisk {
+		r.Recorder.Event(cvm, corev1.EventTypeWarning, c.Reason, c.Message)
 	}
-	setCondition(cvm, isov1.ConditionAtRisk, risk, reason, msg)
 }
 
 // runVMI makes the VMI match the reservation in status and reports its phase. VMI specs
@@ -251,6 +290,22 @@ func (r *CrawlerVMReconciler) runVMI(ctx context.Context, cvm *isov1.CrawlerVM, 
 		return nil, nil
 	}
 	ok, reason, msg := readiness(current)
+	if !ok && reason == isov1.ReasonVMIPending {
+		// Is kube-scheduler refusing its virt-launcher pod the node (Insufficient cpu:
+		// something outside isochron took what the reservation counted on)?
+		pods := &corev1.PodList{}
+		if err := r.List(ctx, pods, client.InNamespace(current.Namespace), client.MatchingLabels{kubevirtv1.CreatedByLabel: string(current.UID)}); err != nil {
+			return nil, fmt.Errorf("listing the virt-launcher pods of VMI %s: %w", current.Name, err)
+		}
+		if pod, why, stuck := inventory.LauncherUnschedulable(pods.Items); stuck {
+			reason = isov1.ReasonLauncherUnschedulable
+			msg = fmt.Sprintf("virt-launcher pod %s of VMI %s cannot be scheduled on node %s: %s; something outside isochron holds what the crawler's reservation counted on: free it, or change spec.placement to place the crawler elsewhere",
+				pod, current.Name, held.Node, why)
+			if c := apimeta.FindStatusCondition(cvm.Status.Conditions, isov1.ConditionReady); c == nil || c.Reason != reason {
+				r.Recorder.Event(cvm, corev1.EventTypeWarning, reason, msg)
+			}
+		}
+	}
 	if ok && !apimeta.IsStatusConditionTrue(cvm.Status.Conditions, isov1.ConditionReady) {
 		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, reason, "VMI %s runs on node %s", current.Name, current.Status.NodeName)
 	}

@@ -75,7 +75,8 @@ func (r *CrawlerVMReconciler) remediate(ctx context.Context, cvm *isov1.CrawlerV
 	if d.Placed() {
 		done.To = d.Node
 		done.Message = format.Truncate(fmt.Sprintf("%s; moved to node %s, where the model predicts %s (%s)", refuted, d.Node, format.Duration(d.Predicted), d.Cause), maxRemediationMessage)
-		hold(cvm, d, fmt.Sprintf("moved from node %s (%s): ", from, refuted))
+		cvm.Status.LastRemediation = done
+		hold(cvm, d)
 		r.Recorder.Eventf(cvm, corev1.EventTypeWarning, isov1.EventReasonMoved, "Moved to node %s: %s; its VMI is recreated there", d.Node, refuted)
 		r.metrics.moves.WithLabelValues(moveMoved).Inc()
 	} else {

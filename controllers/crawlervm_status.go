@@ -85,7 +85,8 @@ func setProgress(cvm *isov1.CrawlerVM) {
 		// Ready speaks of an earlier spec: the current one is still being applied.
 		reconciling = &metav1.Condition{Reason: isov1.ReasonSpecChanged, Message: fmt.Sprintf("applying spec generation %d", cvm.Generation)}
 	case ready != nil && ready.Status == metav1.ConditionTrue:
-	case ready != nil && (ready.Reason == isov1.ReasonVMIFailed || ready.Reason == isov1.ReasonRTNetworkNotFound || ready.Reason == isov1.ReasonInvalid):
+	case ready != nil && (ready.Reason == isov1.ReasonVMIFailed || ready.Reason == isov1.ReasonRTNetworkNotFound || ready.Reason == isov1.ReasonInvalid ||
+		ready.Reason == isov1.ReasonLauncherUnschedulable):
 		stalled = ready
 	case ready != nil:
 		reconciling = ready

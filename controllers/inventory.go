@@ -5,6 +5,9 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/calibration"
@@ -36,37 +39,9 @@ type nodeCalibration struct {
 // the crawlers' reservations from the ledger once the leader has built it (from the cache
 // before: predictions only, no decision).
 func (r *CrawlerVMReconciler) gather(ctx context.Context) (*clusterInventory, error) {
-	nodes := &corev1.NodeList{}
-	if err := r.List(ctx, nodes); err != nil {
-		return nil, fmt.Errorf("listing nodes: %w", err)
-	}
-	profiles := &isov1.ContentionProfileList{}
-	if err := r.List(ctx, profiles); err != nil {
-		return nil, fmt.Errorf("listing contention profiles: %w", err)
-	}
-	pods := &corev1.PodList{}
-	if err := r.List(ctx, pods); err != nil {
-		return nil, fmt.Errorf("listing pods: %w", err)
-	}
-	cals := &isov1.NodeCalibrationList{}
-	if err := r.List(ctx, cals); err != nil {
-		return nil, fmt.Errorf("listing node calibrations: %w", err)
-	}
-	calOf := make(map[string]*isov1.NodeCalibration, len(cals.Items))
-	for i := range cals.Items {
-		calOf[cals.Items[i].Name] = &cals.Items[i]
-	}
-	held := inventory.HeldExclusiveMilli(pods.Items)
-	inv := &clusterInventory{nodes: make([]placement.Node, 0, len(nodes.Items)), calibration: make(map[string]nodeCalibration, len(nodes.Items))}
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		pn := inventory.Node(n, profiles.Items, held[n.Name], calOf[n.Name])
-		inv.nodes = append(inv.nodes, pn)
-		nc := nodeCalibration{profile: inventory.ProfileFor(n, profiles.Items), cal: calOf[n.Name]}
-		nc.correction, nc.source = inventory.Correction(nc.profile, nc.cal)
-		name, gen := inventory.ProfileOf(nc.profile)
-		nc.samples = len(inventory.Samples(nc.cal, name, gen))
-		inv.calibration[n.Name] = nc
+	inv, err := r.gatherNodes(ctx)
+	if err != nil {
+		return nil, err
 	}
 	if r.ledger.Built() {
 		inv.residents = r.ledger.Residents()
@@ -78,6 +53,120 @@ func (r *CrawlerVMReconciler) gather(ctx context.Context) (*clusterInventory, er
 	}
 	inv.residents = residents(cvms.Items)
 	return inv, nil
+}
+
+// gatherNodes is gather without the reservations: the nodes, what their pods hold, their
+// profiles and calibrations.
+func (r *CrawlerVMReconciler) gatherNodes(ctx context.Context) (*clusterInventory, error) {
+	// Nodes and pods are only read here: the cache's own objects, not copies.
+	nodes := &corev1.NodeList{}
+	if err := r.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	profiles := &isov1.ContentionProfileList{}
+	if err := r.List(ctx, profiles); err != nil {
+		return nil, fmt.Errorf("listing contention profiles: %w", err)
+	}
+	pods := &corev1.PodList{}
+	if err := r.List(ctx, pods, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	cals := &isov1.NodeCalibrationList{}
+	if err := r.List(ctx, cals); err != nil {
+		return nil, fmt.Errorf("listing node calibrations: %w", err)
+	}
+	calOf := make(map[string]*isov1.NodeCalibration, len(cals.Items))
+	for i := range cals.Items {
+		calOf[cals.Items[i].Name] = &cals.Items[i]
+	}
+	held := inventory.Held(pods.Items)
+	inv := &clusterInventory{nodes: make([]placement.Node, 0, len(nodes.Items)), calibration: make(map[string]nodeCalibration, len(nodes.Items))}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		inv.addNode(n, profiles.Items, held[n.Name], calOf[n.Name])
+	}
+	return inv, nil
+}
+
+// plannedLedger is a planner kept across batches of decisions while it holds exactly the
+// ledger (generation gen) and the nodes (as gatherNodes read them): a batch then costs
+// its decisions, not a rebuild from every reservation.
+type plannedLedger struct {
+	planner *placement.Planner
+	nodes   []placement.Node
+	gen     uint64
+}
+
+// plannerFor is the planner for the nodes of inv and the ledger's reservations: the kept
+// one when neither changed, else a new one. Called with r.decide held.
+func (r *CrawlerVMReconciler) plannerFor(inv *clusterInventory) *plannedLedger {
+	if k := r.kept; k != nil && k.gen == r.ledger.Gen() && equality.Semantic.DeepEqual(k.nodes, inv.nodes) {
+		return k
+	}
+	res, gen := r.ledger.Snapshot()
+	r.kept = &plannedLedger{planner: placement.NewPlanner(inv.nodes, res), nodes: inv.nodes, gen: gen}
+	return r.kept
+}
+
+// addNode adds node n with what its pods hold and its calibration.
+func (inv *clusterInventory) addNode(n *corev1.Node, profiles []isov1.ContentionProfile, held placement.Held, cal *isov1.NodeCalibration) {
+	inv.nodes = append(inv.nodes, inventory.Node(n, profiles, held, cal))
+	nc := nodeCalibration{profile: inventory.ProfileFor(n, profiles), cal: cal}
+	nc.correction, nc.source = inventory.Correction(nc.profile, nc.cal)
+	name, gen := inventory.ProfileOf(nc.profile)
+	nc.samples = len(inventory.Samples(nc.cal, name, gen))
+	inv.calibration[n.Name] = nc
+}
+
+// gatherNode is gather for a prediction on one node: that node, the pods bound to it,
+// its calibration and the reservations on it, each read from an index. Its cost is what
+// the node holds, not the size of the cluster. A node that is gone gives an inventory
+// without it.
+func (r *CrawlerVMReconciler) gatherNode(ctx context.Context, name string) (*clusterInventory, error) {
+	inv := &clusterInventory{calibration: map[string]nodeCalibration{}}
+	n := &corev1.Node{}
+	if err := r.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+		if apierrors.IsNotFound(err) {
+			return inv, nil
+		}
+		return nil, fmt.Errorf("reading node %s: %w", name, err)
+	}
+	profiles := &isov1.ContentionProfileList{}
+	if err := r.List(ctx, profiles); err != nil {
+		return nil, fmt.Errorf("listing contention profiles: %w", err)
+	}
+	pods := &corev1.PodList{}
+	if err := r.List(ctx, pods, client.MatchingFields{indexPodNode: name}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing the pods of node %s: %w", name, err)
+	}
+	cal := &isov1.NodeCalibration{}
+	if err := r.Get(ctx, client.ObjectKey{Name: name}, cal); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("reading the calibration of node %s: %w", name, err)
+		}
+		cal = nil
+	}
+	inv.addNode(n, profiles.Items, inventory.Held(pods.Items)[name], cal)
+	if r.ledger.Built() {
+		inv.residents = r.ledger.ResidentsOn(name)
+		return inv, nil
+	}
+	cvms := &isov1.CrawlerVMList{}
+	if err := r.List(ctx, cvms, client.MatchingFields{indexNode: name}); err != nil {
+		return nil, fmt.Errorf("listing the crawlers on node %s: %w", name, err)
+	}
+	inv.residents = residents(cvms.Items)
+	return inv, nil
+}
+
+// indexPodNode indexes pods by the node they are bound to.
+const indexPodNode = "spec.nodeName"
+
+func podNodeIndex(o client.Object) []string {
+	if p, ok := o.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+		return []string{p.Spec.NodeName}
+	}
+	return nil
 }
 
 func residents(cvms []isov1.CrawlerVM) []placement.Resident {

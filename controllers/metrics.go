@@ -37,6 +37,7 @@ type metrics struct {
 	atRisk             *prometheus.GaugeVec
 	placementDecisions *prometheus.CounterVec
 	placementDuration  prometheus.Histogram
+	placementBatch     prometheus.Histogram
 	moves              *prometheus.CounterVec
 	calibrationSamples *prometheus.CounterVec
 
@@ -112,8 +113,13 @@ func newMetrics(start time.Time) *metrics {
 		}, []string{"result"}),
 		placementDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "isochron_placement_duration_seconds",
-			Help:    "Time one placement decision took: reading the cluster from the API server and running the model on the candidates.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15), // 1 ms .. 16 s
+			Help:    "Time one placement decision took: the model's search over the candidate nodes (the cluster is read once per batch, from the cache and the ledger).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16), // 100 us .. 3.3 s
+		}),
+		placementBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "isochron_placement_batch_size",
+			Help:    "Crawlers decided together, on one reading of the cluster (at most --max-concurrent-reconciles).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 8), // 1 .. 128
 		}),
 		moves: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "isochron_crawler_moves_total",
@@ -148,7 +154,7 @@ func (m *metrics) crawlerGauges() []*prometheus.GaugeVec {
 
 // register adds the metrics, and the node collector, to reg.
 func (m *metrics) register(reg prometheus.Registerer, nodes prometheus.Collector) error {
-	cs := []prometheus.Collector{m.probeRuns, m.probeIntervals, m.probeIntervalsOver, m.placementDecisions, m.placementDuration,
+	cs := []prometheus.Collector{m.probeRuns, m.probeIntervals, m.probeIntervalsOver, m.placementDecisions, m.placementDuration, m.placementBatch,
 		m.moves, m.calibrationSamples, nodes}
 	for _, g := range m.crawlerGauges() {
 		cs = append(cs, g)

@@ -20,20 +20,21 @@ import (
 )
 
 func main() {
-	var metricsAddr, probeAddr string
+	var metricsAddr, probeAddr, pprofAddr string
 	var leaderElect, secureMetrics, enableHTTP2 bool
 	var concurrency, qps, burst int
 	var probeImage, probeCPU, leaderElectionNamespace string
 	var probeGrace, probeTTL, minMoveInterval time.Duration
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address of the metrics endpoint (\"0\" disables it).")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address of Go's pprof endpoints (empty: off), for profiling (make bench-placement).")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader, so that only one replica places crawlers at a time.")
 	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease; empty: the manager's own namespace (in a cluster).")
 	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS, to callers authenticated and authorised by the API server.")
 	flag.BoolVar(&enableHTTP2, "enable-http2", false, "Serve metrics over HTTP/2 (off: HTTP/2 rapid-reset CVEs).")
-	flag.IntVar(&concurrency, "max-concurrent-reconciles", 4, "CrawlerVMs reconciled at once (placement decisions among them are serialised).")
-	flag.IntVar(&qps, "kube-api-qps", 50, "Requests per second to the API server (each placement decision reads every crawler).")
-	flag.IntVar(&burst, "kube-api-burst", 100, "Burst of requests to the API server.")
+	flag.IntVar(&concurrency, "max-concurrent-reconciles", 16, "CrawlerVMs reconciled at once; those waiting for a node are decided together, in one batch on one reading of the cluster.")
+	flag.IntVar(&qps, "kube-api-qps", 200, "Requests per second to the API server (a placement decision writes one status; creating a VMI about three requests). The API server's priority and fairness protects it beyond that.")
+	flag.IntVar(&burst, "kube-api-burst", 400, "Burst of requests to the API server.")
 	flag.StringVar(&probeImage, "probe-image", slo.DefaultImage, "The rtprobe image the probe Jobs run.")
 	flag.DurationVar(&probeGrace, "probe-grace", 5*time.Minute, "Time a probe Job gets beyond spec.probe.duration to start and report before it is failed as timed out.")
 	flag.DurationVar(&probeTTL, "probe-ttl", time.Hour, "How long finished probe Jobs and their pods (with logs) are kept.")
@@ -64,6 +65,7 @@ func main() {
 		Scheme:                  controllers.Scheme(),
 		Metrics:                 metricsOpts,
 		HealthProbeBindAddress:  probeAddr,
+		PprofBindAddress:        pprofAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "isochron.isochron.io",
 		LeaderElectionNamespace: leaderElectionNamespace,

@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"reflect"
 	"sort"
 	"sync"
 )
@@ -25,6 +26,11 @@ type Ledger struct {
 	mu      sync.Mutex
 	built   bool
 	entries map[string]*entry
+	// onNode indexes entries by node, for predictions on one node.
+	onNode map[string]map[string]*entry
+	// gen counts the changes to the reservations (not to whether they are assumed): a
+	// planner built at one generation holds the ledger's reservations while it lasts.
+	gen uint64
 }
 
 type entry struct {
@@ -51,14 +57,66 @@ func (l *Ledger) Build(residents []Resident) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.entries = make(map[string]*entry, len(residents))
+	l.onNode = map[string]map[string]*entry{}
+	l.gen++
 	for _, r := range residents {
-		l.entries[r.Key] = &entry{res: r, assumed: true}
+		l.set(&entry{res: r, assumed: true})
 	}
 	l.built = true
 }
 
+// set puts e in the ledger, in place of the crawler's entry if any. Called with l.mu held.
+func (l *Ledger) set(e *entry) {
+	if old, ok := l.entries[e.res.Key]; !ok || !reflect.DeepEqual(old.res, e.res) {
+		l.gen++
+	}
+	l.remove(e.res.Key)
+	l.entries[e.res.Key] = e
+	if l.onNode[e.res.Node] == nil {
+		l.onNode[e.res.Node] = map[string]*entry{}
+	}
+	l.onNode[e.res.Node][e.res.Key] = e
+}
+
+// unset removes the crawler key's entry. Called with l.mu held.
+func (l *Ledger) unset(key string) {
+	if _, ok := l.entries[key]; ok {
+		l.gen++
+	}
+	l.remove(key)
+}
+
+func (l *Ledger) remove(key string) {
+	if e, ok := l.entries[key]; ok {
+		delete(l.onNode[e.res.Node], key)
+		if len(l.onNode[e.res.Node]) == 0 {
+			delete(l.onNode, e.res.Node)
+		}
+		delete(l.entries, key)
+	}
+}
+
+// ResidentsOn are the reservations on node, in key order: what a prediction on that
+// node needs, at the cost of what the node holds.
+func (l *Ledger) ResidentsOn(node string) []Resident {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]Resident, 0, len(l.onNode[node]))
+	for _, e := range l.onNode[node] {
+		out = append(out, e.res)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
 // Residents are the reservations in the ledger, in key order.
 func (l *Ledger) Residents() []Resident {
+	rs, _ := l.Snapshot()
+	return rs
+}
+
+// Snapshot is Residents with the generation they are of (see Gen).
+func (l *Ledger) Snapshot() ([]Resident, uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make([]Resident, 0, len(l.entries))
@@ -66,7 +124,26 @@ func (l *Ledger) Residents() []Resident {
 		out = append(out, e.res)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
-	return out
+	return out, l.gen
+}
+
+// Gen is the ledger's generation: it changes whenever a reservation does.
+func (l *Ledger) Gen() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.gen
+}
+
+// AssumeAt is Assume for a planner that holds the ledger at generation gen and has just
+// committed res: it returns the new generation, and whether res was the only change since
+// gen (the planner still holds the ledger exactly).
+func (l *Ledger) AssumeAt(res Resident, gen uint64) (undo func(), next uint64, exact bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	exact = l.gen == gen
+	undo = l.assume(res)
+	// An unchanged reservation leaves the generation as it was.
+	return undo, l.gen, exact
 }
 
 // Assume records decision res for its crawler and returns the undo that restores what the
@@ -74,15 +151,20 @@ func (l *Ledger) Residents() []Resident {
 func (l *Ledger) Assume(res Resident) (undo func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.assume(res)
+}
+
+// assume is Assume, called with l.mu held.
+func (l *Ledger) assume(res Resident) (undo func()) {
 	prev, had := l.entries[res.Key]
-	l.entries[res.Key] = &entry{res: res, assumed: true}
+	l.set(&entry{res: res, assumed: true})
 	return func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if had {
-			l.entries[res.Key] = prev
+			l.set(prev)
 		} else {
-			delete(l.entries, res.Key)
+			l.unset(res.Key)
 		}
 	}
 }
@@ -111,9 +193,9 @@ func (l *Ledger) Observe(key string, res *Resident) {
 	case ok && e.assumed && (res == nil || !sameReservation(e.res, *res)):
 		// The cache has not caught up with the decision yet.
 	case res == nil:
-		delete(l.entries, key)
+		l.unset(key)
 	default:
-		l.entries[key] = &entry{res: *res}
+		l.set(&entry{res: *res})
 	}
 }
 
@@ -121,7 +203,7 @@ func (l *Ledger) Observe(key string, res *Resident) {
 func (l *Ledger) Remove(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.entries, key)
+	l.unset(key)
 }
 
 // sameReservation says whether a and b hold the same resources on the same node.

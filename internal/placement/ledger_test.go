@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/sizing"
@@ -68,6 +69,18 @@ func TestLedger(t *testing.T) {
 			if diff := cmp.Diff(tc.want, l.Residents()); diff != "" {
 				t.Errorf("reservations (-want +got):\n%s", diff)
 			}
+			// The node index agrees with the list, after every kind of step.
+			for _, node := range []string{"n1", "n2"} {
+				var want []Resident
+				for _, r := range l.Residents() {
+					if r.Node == node {
+						want = append(want, r)
+					}
+				}
+				if diff := cmp.Diff(want, l.ResidentsOn(node), cmpopts.EquateEmpty()); diff != "" {
+					t.Errorf("reservations on %s (-want +got):\n%s", node, diff)
+				}
+			}
 			var assumed []string
 			for _, k := range []string{"ns/a", "ns/b"} {
 				if l.Assumed(k) {
@@ -78,5 +91,33 @@ func TestLedger(t *testing.T) {
 				t.Errorf("assumed (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// The generation moves with the reservations, not with confirmations: a planner kept
+// across decisions knows when it no longer holds the ledger.
+func TestLedgerGeneration(t *testing.T) {
+	a1, a2, b := res("ns/a", "n1", 2, 100), res("ns/a", "n2", 2, 100), res("ns/b", "n1", 1, 50)
+	l := NewLedger()
+	l.Build([]Resident{a1})
+	_, g := l.Snapshot()
+	l.Observe("ns/a", &a1) // confirmed: same reservation
+	if l.Gen() != g {
+		t.Fatalf("a confirmation moved the generation from %d to %d", g, l.Gen())
+	}
+	_, next, exact := l.AssumeAt(a2, g)
+	if !exact || next != g+1 {
+		t.Fatalf("AssumeAt on the planner's generation: next %d exact %v, want %d true", next, exact, g+1)
+	}
+	if _, again, exact := l.AssumeAt(a2, next); !exact || again != next {
+		t.Errorf("assuming the same reservation again: %d %v, want %d true", again, exact, next)
+	}
+	l.Remove("ns/b") // nothing to remove
+	if l.Gen() != next {
+		t.Errorf("removing nothing moved the generation")
+	}
+	l.Observe("ns/b", &b) // another crawler's reservation arrives from the cache
+	if _, _, exact := l.AssumeAt(a1, next); exact {
+		t.Error("AssumeAt reports exact after another change")
 	}
 }

@@ -15,6 +15,7 @@ import (
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/slo"
 	"isochron.io/isochron/test/support/kubelet"
+	"isochron.io/isochron/test/support/scale"
 	"isochron.io/isochron/test/support/testenv"
 )
 
@@ -91,8 +92,8 @@ func TestCalibrationSurvivesARestart(t *testing.T) {
 	}
 
 	stop := replica(t, "first", 1)
-	a, b := onNode(crawler(ns, "a", 400, false)), onNode(crawler(ns, "b", 400, false))
-	createAll(t, []client.Object{a, b})
+	a, b := onNode(scale.Crawler(ns, "a", 400, false)), onNode(scale.Crawler(ns, "b", 400, false))
+	createAll(t, []*isov1.CrawlerVM{a, b})
 	runAndRefute(t, a)
 	runAndRefute(t, b)
 	cal := &isov1.NodeCalibration{}
@@ -104,8 +105,8 @@ func TestCalibrationSurvivesARestart(t *testing.T) {
 
 	stop = replica(t, "second", 1)
 	defer stop()
-	c := onNode(crawler(ns, "c", 100, false))
-	createAll(t, []client.Object{c})
+	c := onNode(scale.Crawler(ns, "c", 100, false))
+	createAll(t, []*isov1.CrawlerVM{c})
 	waitFor(t, time.Minute, "crawler c placed with the node's correction", func() (bool, string) {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(c), c); err != nil {
 			return false, err.Error()

@@ -6,9 +6,7 @@ package integration
 import (
 	"context"
 	"fmt"
-	"math/rand"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,7 +14,6 @@ import (
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -30,7 +27,7 @@ import (
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/controllers"
 	"isochron.io/isochron/internal/inventory"
-	"isochron.io/isochron/internal/model"
+	"isochron.io/isochron/test/support/scale"
 	"isochron.io/isochron/test/support/testenv"
 )
 
@@ -54,7 +51,7 @@ func TestMain(m *testing.M) {
 func replica(t *testing.T, name string, concurrency int) (stop func()) {
 	t.Helper()
 	cfg := rest.CopyConfig(env.Config)
-	cfg.QPS, cfg.Burst = 50, 100 // as the manager's defaults (cmd/manager)
+	cfg.QPS, cfg.Burst = 200, 400 // as the manager's defaults (cmd/manager)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  env.Scheme,
 		Metrics:                 metricsserver.Options{BindAddress: "0"},
@@ -83,42 +80,10 @@ func replica(t *testing.T, name string, concurrency int) (stop func()) {
 	return func() { cancel(); <-done }
 }
 
-func crawler(ns, name string, rps int32, shared bool) *isov1.CrawlerVM {
-	c := &isov1.CrawlerVM{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: isov1.CrawlerVMSpec{
-			RPS:         rps,
-			ErrorBudget: isov1.ErrorBudget{Tolerance: metav1.Duration{Duration: 10 * time.Millisecond}},
-			Guest:       isov1.Guest{Image: "quay.io/isochron/crawler:0.1", Memory: resource.MustParse("1Gi")},
-		},
-	}
-	if shared {
-		c.Spec.CPUPlacement = isov1.CPUPlacementShared
-		c.Spec.ErrorBudget.Tolerance.Duration = 100 * time.Millisecond
-	}
-	return c
-}
-
-func createAll(t *testing.T, objs []client.Object) {
+func createAll(t *testing.T, objs []*isov1.CrawlerVM) {
 	t.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, len(objs))
-	sem := make(chan struct{}, 8)
-	for _, o := range objs {
-		wg.Add(1)
-		go func(o client.Object) {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			errs <- env.Client.Create(context.Background(), o)
-		}(o)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
+	if err := scale.CreateAll(context.Background(), env.Client, objs, 8); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -164,16 +129,32 @@ func waitDecided(t *testing.T, ns string, n int, timeout time.Duration) *isov1.C
 func checkNoOversubscription(t *testing.T, ns string, nodes []*corev1.Node, list *isov1.CrawlerVMList) {
 	t.Helper()
 	ctx := context.Background()
-	byNode := map[string][]model.Workload{}
-	used := map[string]int64{}
+	for _, v := range scale.Violations(nodes, list.Items) {
+		t.Error(v)
+	}
+	// Decisions come first, VMIs after (as kube-scheduler binds and the kubelet starts):
+	// wait for one VMI per placed crawler.
+	placed, _, _ := decided(t, ns)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		vmis := &kubevirtv1.VirtualMachineInstanceList{}
+		if err := env.Client.List(ctx, vmis, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		if len(vmis.Items) == placed {
+			break
+		}
+		if len(vmis.Items) > placed || time.Now().After(deadline) {
+			t.Fatalf("%d VMIs for %d placed crawlers", len(vmis.Items), placed)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 	for i := range list.Items {
 		c := &list.Items[i]
 		r, ok := inventory.Resident(c)
 		if !ok {
 			continue
 		}
-		byNode[r.Node] = append(byNode[r.Node], r.Workload)
-		used[r.Node] += int64(r.Sizing.HostCPUs)*1000 + map[bool]int64{true: 0, false: r.Sizing.CPURequestMilli}[r.Sizing.Dedicated()]
 		vmi := &kubevirtv1.VirtualMachineInstance{}
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(c), vmi); err != nil {
 			t.Errorf("crawler %s placed on %s has no VMI: %v", c.Name, r.Node, err)
@@ -182,25 +163,6 @@ func checkNoOversubscription(t *testing.T, ns string, nodes []*corev1.Node, list
 		if got := vmi.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Values; len(got) != 1 || got[0] != r.Node {
 			t.Errorf("VMI %s bound to %v, crawler placed on %s", vmi.Name, got, r.Node)
 		}
-	}
-	for _, n := range nodes {
-		pn := inventory.Node(n, nil, 0, nil)
-		if used[n.Name] > pn.CPUMilli {
-			t.Errorf("node %s oversubscribed: %dm of %dm allocatable CPU held", n.Name, used[n.Name], pn.CPUMilli)
-		}
-		for _, p := range model.Evaluate(model.Node{CPUs: pn.CapacityCPUs, Params: pn.Params}, byNode[n.Name]) {
-			if !p.Within {
-				t.Errorf("node %s: %s predicted %v (%s), over its budget", n.Name, p.Key, p.Error, p.Cause)
-			}
-		}
-	}
-	vmis := &kubevirtv1.VirtualMachineInstanceList{}
-	if err := env.Client.List(ctx, vmis, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	placed, _, _ := decided(t, ns)
-	if len(vmis.Items) != placed {
-		t.Errorf("%d VMIs for %d placed crawlers", len(vmis.Items), placed)
 	}
 }
 
@@ -225,17 +187,6 @@ func registerNodes(t *testing.T, prefix string, count int, cpus int64) []*corev1
 	return nodes
 }
 
-func mix(ns, pool string, n int, seed int64) []client.Object {
-	rng := rand.New(rand.NewSource(seed))
-	objs := make([]client.Object, 0, n)
-	for i := 0; i < n; i++ {
-		c := crawler(ns, fmt.Sprintf("c%03d", i), int32(50+rng.Intn(950)), i%3 == 0)
-		c.Spec.Placement = &isov1.Placement{NodeSelector: map[string]string{"pool": pool}}
-		objs = append(objs, c)
-	}
-	return objs
-}
-
 // Two replicas, four workers each: the leader decides concurrently, is killed halfway,
 // and the other takes over from what the API server holds. No node is oversubscribed,
 // no crawler is placed twice, nobody is predicted over budget.
@@ -243,7 +194,7 @@ func TestLeaderHandOverUnderConcurrency(t *testing.T) {
 	ns := namespace(t, "handover")
 	nodes := registerNodes(t, "ho", 8, 16)
 	stopA := replica(t, "a", 4)
-	objs := mix(ns, "ho", 80, 1)
+	objs := scale.Mix(ns, "ho", 80, 1)
 	createAll(t, objs)
 	// Let the first leader decide part of the crawlers, then kill it mid-flight.
 	deadline := time.Now().Add(60 * time.Second)
@@ -276,7 +227,7 @@ func TestFiveHundredCrawlersOnFiftyNodesConverge(t *testing.T) {
 	nodes := registerNodes(t, "sc", 50, 32)
 	stop := replica(t, "scale", 4)
 	defer stop()
-	objs := mix(ns, "sc", 500, 2)
+	objs := scale.Mix(ns, "sc", 500, 2)
 	start := time.Now()
 	createAll(t, objs)
 	list := waitDecided(t, ns, len(objs), 5*time.Minute)

@@ -30,6 +30,7 @@ type Env struct {
 	Scheme *runtime.Scheme
 	// Client is uncached, as a user would see the API.
 	Client client.Client
+	env    *envtest.Environment
 	stop   []func()
 }
 
@@ -49,12 +50,15 @@ func Start(root string) (*Env, error) {
 		ErrorIfCRDPathMissing: true,
 		Scheme:                e.Scheme,
 	}
+	// A Service per crawler (its probe gateway): envtest's default /24 holds 254 of them;
+	// a /16 holds what the scale tests and the placement benchmark create.
+	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting the API server: %w", err)
 	}
 	e.stop = append(e.stop, func() { _ = env.Stop() })
-	e.Config = cfg
+	e.Config, e.env = cfg, env
 	if e.Client, err = client.New(cfg, client.Options{Scheme: e.Scheme}); err != nil {
 		e.Stop()
 		return nil, err
@@ -87,20 +91,12 @@ func startControllers(env *envtest.Environment) (func(), error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("%w: run `make envtest-bins`", err)
 	}
-	user, err := env.AddUser(envtest.User{Name: "gc", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		return nil, err
-	}
-	kubeconfig, err := user.KubeConfig()
-	if err != nil {
-		return nil, err
-	}
 	dir, err := os.MkdirTemp("", "isochron-gc-")
 	if err != nil {
 		return nil, err
 	}
 	kc := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kc, kubeconfig, 0o600); err != nil {
+	if err := writeKubeConfig(env, "gc", kc); err != nil {
 		return nil, err
 	}
 	log, err := os.Create(filepath.Join(dir, "kube-controller-manager.log"))
@@ -119,6 +115,22 @@ func startControllers(env *envtest.Environment) (func(), error) {
 		_ = log.Close()
 		_ = os.RemoveAll(dir)
 	}, nil
+}
+
+// WriteKubeConfig writes to path a kubeconfig of an administrator named user, for a
+// process run against the control plane (kube-scheduler, the manager binary).
+func (e *Env) WriteKubeConfig(user, path string) error { return writeKubeConfig(e.env, user, path) }
+
+func writeKubeConfig(env *envtest.Environment, name, path string) error {
+	user, err := env.AddUser(envtest.User{Name: name, Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return err
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, kubeconfig, 0o600)
 }
 
 // RTNode is a Node as the kubelet and KubeVirt's labeller of an RT node report it: static
