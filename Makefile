@@ -97,6 +97,20 @@ demo: $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd ## Start a local c
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(LOCALBIN)/manager ./cmd/manager
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) CGO_ENABLED=0 $(GO) run -trimpath ./hack/demo --bin $(LOCALBIN)
 
+##@ Benchmarks (figures in docs/placement.md and docs/contention-model.md)
+
+# make bench-placement CRAWLERS=5000 NODES=500; QPS is both clients' (manager, kube-scheduler).
+CRAWLERS ?= 2000
+NODES ?= 200
+QPS ?= 1000
+STEADY ?= 0s
+
+.PHONY: bench-placement
+bench-placement: envtest-bins $(ENVTEST_ASSETS)/kube-scheduler ## Placement throughput on a real kube-apiserver: the manager binary against kube-scheduler, CRAWLERS crawlers (and as many Guaranteed pods) on NODES fake RT nodes, in one run.
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(LOCALBIN)/manager ./cmd/manager
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) run ./hack/bench-placement -manager $(LOCALBIN)/manager \
+		-crawlers $(CRAWLERS) -nodes $(NODES) -qps $(QPS) -burst $$(( $(QPS) * 2 )) -steady $(STEADY)
+
 ##@ Build
 
 .PHONY: build
