@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -79,6 +80,9 @@ func (r *CrawlerVMReconciler) gatherNodes(ctx context.Context) (*clusterInventor
 	for i := range cals.Items {
 		calOf[cals.Items[i].Name] = &cals.Items[i]
 	}
+	// The cache lists in no particular order; by name, so that the same nodes read the same
+	// (plannerFor keeps its planner while they do).
+	sort.Slice(nodes.Items, func(i, j int) bool { return nodes.Items[i].Name < nodes.Items[j].Name })
 	held := inventory.Held(pods.Items)
 	inv := &clusterInventory{nodes: make([]placement.Node, 0, len(nodes.Items)), calibration: make(map[string]nodeCalibration, len(nodes.Items))}
 	for i := range nodes.Items {
