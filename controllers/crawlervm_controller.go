@@ -470,6 +470,7 @@ func rtNetworkIndex(o client.Object) []string {
 // profileChanged selects what changes a profile's predictions: its spec (generation) and
 // its class correction; not the sample counts of its status.
 var profileChanged = predicate.Funcs{
+	CreateFunc: func(e event.CreateEvent) bool { return !e.IsInInitialList }, // as nodeCapacityChanged
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld.(*isov1.ContentionProfile), e.ObjectNew.(*isov1.ContentionProfile)
 		if o == nil || n == nil {
@@ -501,6 +502,10 @@ func reservationOf(o client.Object) placement.Resident {
 
 // nodeCapacityChanged ignores the heartbeats that make up most Node updates.
 var nodeCapacityChanged = predicate.Funcs{
+	// The nodes of the informer's initial list wake nobody: every crawler is reconciled
+	// at start anyway (its own initial event); listing the waiting ones for each of a
+	// thousand nodes would not add one.
+	CreateFunc: func(e event.CreateEvent) bool { return !e.IsInInitialList },
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)
 		if o == nil || n == nil {

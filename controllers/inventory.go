@@ -6,7 +6,6 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -104,7 +103,7 @@ type plannedLedger struct {
 // plannerFor is the planner for the nodes of inv and the ledger's reservations: the kept
 // one when neither changed, else a new one. Called with r.decide held.
 func (r *CrawlerVMReconciler) plannerFor(inv *clusterInventory) *plannedLedger {
-	if k := r.kept; k != nil && k.gen == r.ledger.Gen() && equality.Semantic.DeepEqual(k.nodes, inv.nodes) {
+	if k := r.kept; k != nil && k.gen == r.ledger.Gen() && placement.NodesEqual(k.nodes, inv.nodes) {
 		return k
 	}
 	res, gen := r.ledger.Snapshot()
