@@ -321,9 +321,10 @@ func TestLongLivedPlannerDecidesAsAFreshOne(t *testing.T) {
 func reference(p *Planner, req Request) string {
 	best, bestFree := -1, int64(0)
 	spread := req.Policy == isov1.PlacementPolicySpread
+	d := p.newDecision(req)
 	for i := range p.nodes {
 		n := &p.nodes[i]
-		if constraints(req, nil, n) != "" || (len(req.NodeSelector) > 0 && !labelsMatch(req.NodeSelector, n.Labels)) {
+		if constraint(d, n) != fitsNode || (len(req.NodeSelector) > 0 && !labelsMatch(req.NodeSelector, n.Labels)) {
 			continue
 		}
 		s, err := sizing.Size(req.Spec, n.Params)

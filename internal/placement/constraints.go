@@ -1,0 +1,178 @@
+package placement
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"isochron.io/isochron/internal/format"
+	"isochron.io/isochron/internal/model"
+	"isochron.io/isochron/internal/sizing"
+)
+
+// overBudget says which crawlers the predictions put over budget; tolerance is each
+// one's budget.
+func overBudget(key string, preds []model.Prediction, tolerance func(key string) time.Duration) string {
+	var over []string // the first two, in words
+	n := 0
+	for _, pr := range preds {
+		if pr.Within {
+			continue
+		}
+		if n++; n > 2 {
+			continue
+		}
+		who := "neighbour " + pr.Key
+		if pr.Key == key {
+			who = "itself"
+		}
+		over = append(over, who+" predicted "+model.FormatError(pr.Error)+" ("+pr.Cause+") over its "+model.FormatError(tolerance(pr.Key))+" tolerance")
+	}
+	if n > 2 {
+		return fmt.Sprintf("%s, %s and %d more over budget", over[0], over[1], n-2)
+	}
+	return strings.Join(over, ", ")
+}
+
+func toleranceOf(ws []model.Workload, key string) time.Duration {
+	for _, w := range ws {
+		if w.Key == key {
+			return w.Tolerance
+		}
+	}
+	return 0
+}
+
+// misfit is the rule that keeps a crawler off a node whatever the node holds, or fitsNode.
+type misfit int
+
+const (
+	fitsNode misfit = iota
+	misfitAvoided
+	misfitCordoned
+	misfitSelector
+	misfitTaint
+	misfitNoCPUManager
+	misfitNoRealtime
+)
+
+// constraint is the first rule that keeps the crawler of d off node n: the one check the
+// search (Planner.allowed) and the explanation of an unplaced crawler (reason) share.
+func constraint(d *decision, n *Node) misfit {
+	switch {
+	case n.Name == d.req.Avoid:
+		return misfitAvoided
+	case n.Unschedulable:
+		return misfitCordoned
+	case d.sel != nil && !d.sel.Matches(labels.Set(n.Labels)):
+		return misfitSelector
+	case untoleratedTaint(n.Taints, d.req.Tolerations) != nil:
+		return misfitTaint
+	// KubeVirt schedules dedicated-CPU VMIs only on nodes labelled kubevirt.io/cpumanager
+	// (the static CPU Manager policy), and virt-controller requires kubevirt.io/realtime
+	// of every realtime VMI, as dedicated crawlers are.
+	case d.dedicated && n.Labels[kubevirtv1.CPUManager] != "true":
+		return misfitNoCPUManager
+	case d.dedicated && n.Labels[kubevirtv1.RealtimeLabel] != "true":
+		return misfitNoRealtime
+	}
+	return fitsNode
+}
+
+// reason says misfit m of node n for the crawler of d in words.
+func (m misfit) reason(d *decision, n *Node) string {
+	switch m {
+	case misfitAvoided:
+		return "a probe refuted the crawler's SLO there"
+	case misfitCordoned:
+		return "node is cordoned"
+	case misfitSelector:
+		return "spec.placement.nodeSelector does not match"
+	case misfitTaint:
+		t := untoleratedTaint(n.Taints, d.req.Tolerations)
+		return fmt.Sprintf("taint %s=%s:%s not tolerated by spec.placement.tolerations", t.Key, t.Value, t.Effect)
+	case misfitNoCPUManager:
+		return fmt.Sprintf("no static CPU Manager (label %s=true) for cpuPlacement dedicated", kubevirtv1.CPUManager)
+	case misfitNoRealtime:
+		return fmt.Sprintf("no realtime support (label %s=true) for the realtime guest of cpuPlacement dedicated", kubevirtv1.RealtimeLabel)
+	}
+	return ""
+}
+
+// capacity returns which resource of n cannot hold s on top of u, or "".
+func capacity(n *Node, u *usage, s sizing.Result) string {
+	switch short, free := shortfall(n, u, s); short {
+	case shortCPU:
+		if s.Dedicated() {
+			return fmt.Sprintf("needs %d exclusive CPUs, %s free", s.HostCPUs, format.CPU(free))
+		}
+		return fmt.Sprintf("needs %s CPU, %s free", format.CPU(s.CPURequestMilli), format.CPU(free))
+	case shortHugepages:
+		return fmt.Sprintf("needs %s of 2Mi hugepages, %s free", mib(s.HugepagesBytes), mib(free))
+	case shortMemory:
+		return fmt.Sprintf("needs %s of memory, %s free", mib(s.MemoryBytes), mib(free))
+	}
+	return ""
+}
+
+type short int
+
+const (
+	shortNone short = iota
+	shortCPU
+	shortHugepages
+	shortMemory
+)
+
+// shortfall is the first resource of n that cannot hold s on top of u, and what is free
+// of it; capacity says it in words.
+func shortfall(n *Node, u *usage, s sizing.Result) (short, int64) {
+	free := n.freeCPUMilli(u)
+	if s.Dedicated() {
+		if need := int64(s.HostCPUs) * 1000; need > free {
+			return shortCPU, free
+		}
+	} else if s.CPURequestMilli > free {
+		return shortCPU, free
+	}
+	if free := n.HugepagesBytes - n.Held.HugepagesBytes - u.hugepages; s.HugepagesBytes > free {
+		return shortHugepages, free
+	}
+	// Memory backed by hugepages is accounted there, not in the node's memory.
+	if free := n.MemoryBytes - n.Held.MemoryBytes - (u.memory - u.hugepages); s.HugepagesBytes == 0 && s.MemoryBytes > free {
+		return shortMemory, free
+	}
+	return shortNone, 0
+}
+
+// freeCPUMilli is the node's allocatable CPU less what its pods and the crawlers on it in
+// u request. Exclusive CPUs come out of the shared pool, so shared requests count too.
+func (n *Node) freeCPUMilli(u *usage) int64 {
+	return n.CPUMilli - n.Held.CPUMilli - u.exclusiveMilli - u.sharedMilli
+}
+
+// untoleratedTaint is the first taint that keeps pods off and tolerations do not
+// tolerate, nil for none.
+func untoleratedTaint(taints []corev1.Taint, tolerations []corev1.Toleration) *corev1.Taint {
+	for i := range taints {
+		t := &taints[i]
+		if t.Effect == corev1.TaintEffectPreferNoSchedule {
+			continue
+		}
+		tolerated := false
+		for j := range tolerations {
+			if tolerations[j].ToleratesTaint(t) {
+				tolerated = true
+				break
+			}
+		}
+		if !tolerated {
+			return t
+		}
+	}
+	return nil
+}

@@ -1,0 +1,55 @@
+package placement
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+)
+
+func TestConstraint(t *testing.T) {
+	rt := map[string]string{kubevirtv1.CPUManager: "true", kubevirtv1.RealtimeLabel: "true", "pool": "rt"}
+	taint := corev1.Taint{Key: "rt", Value: "only", Effect: corev1.TaintEffectNoSchedule}
+	for _, tc := range []struct {
+		name   string
+		node   Node
+		req    Request
+		want   misfit
+		reason string
+	}{
+		{"fits", Node{Name: "a", Labels: rt}, Request{}, fitsNode, ""},
+		{"refuted there", Node{Name: "a", Labels: rt}, Request{Avoid: "a"}, misfitAvoided, "a probe refuted the crawler's SLO there"},
+		{"cordoned", Node{Name: "a", Labels: rt, Unschedulable: true}, Request{}, misfitCordoned, "node is cordoned"},
+		{"selector", Node{Name: "a", Labels: rt}, Request{NodeSelector: map[string]string{"pool": "other"}}, misfitSelector, "spec.placement.nodeSelector does not match"},
+		{"taint", Node{Name: "a", Labels: rt, Taints: []corev1.Taint{taint}}, Request{}, misfitTaint, "taint rt=only:NoSchedule not tolerated by spec.placement.tolerations"},
+		{"taint tolerated", Node{Name: "a", Labels: rt, Taints: []corev1.Taint{taint}},
+			Request{Tolerations: []corev1.Toleration{{Key: "rt", Operator: corev1.TolerationOpExists}}}, fitsNode, ""},
+		{"prefer-no-schedule ignored", Node{Name: "a", Labels: rt, Taints: []corev1.Taint{{Key: "x", Effect: corev1.TaintEffectPreferNoSchedule}}}, Request{}, fitsNode, ""},
+		{"no CPU Manager", Node{Name: "a", Labels: map[string]string{kubevirtv1.RealtimeLabel: "true"}}, Request{}, misfitNoCPUManager,
+			"no static CPU Manager (label kubevirt.io/cpumanager=true) for cpuPlacement dedicated"},
+		{"no realtime", Node{Name: "a", Labels: map[string]string{kubevirtv1.CPUManager: "true"}}, Request{}, misfitNoRealtime,
+			"no realtime support (label kubevirt.io/realtime=true) for the realtime guest of cpuPlacement dedicated"},
+		{"shared needs neither", Node{Name: "a"}, Request{Spec: &isov1.CrawlerVMSpec{CPUPlacement: isov1.CPUPlacementShared}}, fitsNode, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := tc.req
+			req.Key = "bms/c"
+			if req.Spec == nil {
+				req.Spec = &isov1.CrawlerVMSpec{CPUPlacement: isov1.CPUPlacementDedicated}
+			}
+			p := NewPlanner([]Node{tc.node}, nil)
+			d := p.newDecision(req)
+			if got := constraint(d, &p.nodes[0]); got != tc.want {
+				t.Fatalf("constraint = %d, want %d", got, tc.want)
+			}
+			if got := tc.want.reason(d, &p.nodes[0]); got != tc.reason {
+				t.Errorf("reason = %q, want %q", got, tc.reason)
+			}
+			if p.allowed(d, 0) != (tc.want == fitsNode) {
+				t.Errorf("allowed = %v, want %v", p.allowed(d, 0), tc.want == fitsNode)
+			}
+		})
+	}
+}
