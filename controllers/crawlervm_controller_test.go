@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/inventory"
 	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/sizing"
@@ -98,7 +99,7 @@ func TestCrawlerVMRunsAsVMI(t *testing.T) {
 		return hasCondition(c, isov1.ConditionPlaced, metav1.ConditionTrue, isov1.ReasonPlaced) &&
 			hasCondition(c, isov1.ConditionReady, metav1.ConditionFalse, isov1.ReasonVMIPending)
 	})
-	size, _ := sizing.Size(&c.Spec, model.DefaultParams())
+	size, _ := sizing.Size(inventory.Demand(&c.Spec), model.DefaultParams())
 	// The probe Service exists before the VMI: its agent is told the Service's address.
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: slo.ServiceName(c)}}
 	if !get(t, svc) || svc.Spec.ClusterIP == "" {

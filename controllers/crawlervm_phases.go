@@ -116,7 +116,7 @@ func applyDecision(cvm *isov1.CrawlerVM, d placement.Decision) outcome {
 		if held != nil {
 			msg += fmt.Sprintf("; the VM of the previous spec keeps its reservation on %s", held.Node)
 		} else if want.VCPUs > 0 {
-			cvm.Status.Sizing = want.Status()
+			cvm.Status.Sizing = inventory.SizingStatus(want)
 		}
 		setCondition(cvm, isov1.ConditionPlaced, false, isov1.ReasonUnschedulable, msg)
 		if held == nil {
@@ -141,7 +141,7 @@ func applyDecision(cvm *isov1.CrawlerVM, d placement.Decision) outcome {
 // hold makes decision d, which placed the crawler, its reservation: status.sizing and
 // status.placement, the Placed condition and AtRisk.
 func hold(cvm *isov1.CrawlerVM, d placement.Decision) {
-	cvm.Status.Sizing = d.Sizing.Status()
+	cvm.Status.Sizing = inventory.SizingStatus(d.Sizing)
 	// A node is chosen only where every crawler stays within budget.
 	setPlacement(cvm, d.Node, d.Sizing, model.Prediction{Error: d.Predicted, Cause: d.Cause, Correction: d.Correction, Within: true})
 }

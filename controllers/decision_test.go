@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/inventory"
 	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/placement"
 	"isochron.io/isochron/internal/sizing"
@@ -20,7 +21,7 @@ func TestApplyDecision(t *testing.T) {
 	placed := placement.Decision{Node: "rt-1", Sizing: size, Predicted: 1712 * time.Microsecond, Cause: "host-io", Correction: 1}
 	unfit := placement.Decision{Sizing: size, Reason: "2 nodes: too few free CPUs"}
 	onRT0 := func(c *isov1.CrawlerVM) {
-		c.Status.Sizing = size.Status()
+		c.Status.Sizing = inventory.SizingStatus(size)
 		c.Status.Placement = &isov1.PlacementStatus{Node: "rt-0"}
 		setCondition(c, isov1.ConditionPlaced, true, isov1.ReasonPlaced, "node rt-0 holds ...")
 	}

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/inventory"
 	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/sizing"
@@ -27,7 +28,7 @@ func TestAgentArgsFromRenderedUserData(t *testing.T) {
 				Guest:        isov1.Guest{Image: "guest", Memory: resource.MustParse("256Mi"), CloudInitUserData: user},
 				CPUPlacement: isov1.CPUPlacementShared,
 			}
-			s, _ := sizing.Size(&c.Spec, model.DefaultParams())
+			s, _ := sizing.Size(inventory.Demand(&c.Spec), model.DefaultParams())
 			vmi, err := render.VMI(render.Input{CrawlerVM: c, Sizing: s, Node: "n", Agent: &render.Agent{
 				Image: "isochron/rtprobe:v0.1.0", Gateways: []string{"http://shared-probe.e2e-x.svc:8080", "http://10.96.0.9:8080"},
 			}})

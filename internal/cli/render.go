@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"isochron.io/isochron/internal/inventory"
 	"isochron.io/isochron/internal/placement"
 	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/sizing"
@@ -56,7 +57,7 @@ func Render(inv *Inventory, node string, out, notes io.Writer) error {
 			target, s = d.Node, d.Sizing
 		} else {
 			var err error
-			if s, err = sizing.Size(&c.Spec, inv.paramsOf(node)); err != nil {
+			if s, err = sizing.Size(inventory.Demand(&c.Spec), inv.paramsOf(node)); err != nil {
 				return &InputError{Problems: []string{fmt.Sprintf("CrawlerVM %s: %v", key(c), err)}}
 			}
 		}

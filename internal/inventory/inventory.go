@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	resourcehelper "k8s.io/component-helpers/resource"
@@ -131,17 +132,45 @@ func Resident(c *isov1.CrawlerVM) (placement.Resident, bool) {
 		r.HugepagesBytes = s.Hugepages.Value()
 	}
 	key := c.Namespace + "/" + c.Name
-	return placement.Resident{Key: key, Node: p.Node, Sizing: r, Workload: placement.Workload(key, &c.Spec, r)}, true
+	return placement.Resident{Key: key, Node: p.Node, Sizing: r, Workload: placement.Workload(key, Demand(&c.Spec), r)}, true
+}
+
+// Demand is a CrawlerVM's spec as what sizing and placement decide on: the one place a
+// spec becomes plain values, its objective parsed.
+func Demand(spec *isov1.CrawlerVMSpec) sizing.Demand {
+	d := sizing.Demand{
+		RPS:         spec.RPS,
+		Tolerance:   spec.ErrorBudget.Tolerance.Duration,
+		Objective:   spec.ErrorBudget.ObjectivePercent(),
+		Dedicated:   spec.CPUPlacement != isov1.CPUPlacementShared,
+		MemoryBytes: spec.Guest.Memory.Value(),
+	}
+	if nic := spec.RTNIC; nic != nil {
+		d.NIC = &model.NICFlow{Deadline: nic.Deadline.Duration, MinBandwidthBitsPerSecond: nic.MinBandwidth.Value()}
+	}
+	return d
+}
+
+// SizingStatus is a size in the CrawlerVM status form (status.sizing).
+func SizingStatus(r sizing.Result) *isov1.Sizing {
+	s := &isov1.Sizing{
+		VCPUs:      r.VCPUs,
+		HostCPUs:   r.HostCPUs,
+		CPURequest: *resource.NewMilliQuantity(r.CPURequestMilli, resource.DecimalSI),
+		Memory:     *resource.NewQuantity(r.MemoryBytes, resource.BinarySI),
+	}
+	if r.HugepagesBytes > 0 {
+		s.Hugepages = resource.NewQuantity(r.HugepagesBytes, resource.BinarySI)
+	}
+	return s
 }
 
 // Request is the placement request for a CrawlerVM.
 func Request(c *isov1.CrawlerVM) placement.Request {
-	req := placement.Request{Key: c.Namespace + "/" + c.Name, Spec: &c.Spec, Policy: isov1.PlacementPolicyPack}
+	req := placement.Request{Key: c.Namespace + "/" + c.Name, Demand: Demand(&c.Spec)}
 	if p := c.Spec.Placement; p != nil {
 		req.NodeSelector, req.Tolerations = p.NodeSelector, p.Tolerations
-		if p.Policy != "" {
-			req.Policy = p.Policy
-		}
+		req.Spread = p.Policy == isov1.PlacementPolicySpread
 	}
 	if c.Status.Placement != nil {
 		req.Current = c.Status.Placement.Node

@@ -6,7 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
-	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/sizing"
 )
 
 func TestConstraint(t *testing.T) {
@@ -31,13 +31,13 @@ func TestConstraint(t *testing.T) {
 			"no static CPU Manager (label kubevirt.io/cpumanager=true) for cpuPlacement dedicated"},
 		{"no realtime", Node{Name: "a", Labels: map[string]string{kubevirtv1.CPUManager: "true"}}, Request{}, misfitNoRealtime,
 			"no realtime support (label kubevirt.io/realtime=true) for the realtime guest of cpuPlacement dedicated"},
-		{"shared needs neither", Node{Name: "a"}, Request{Spec: &isov1.CrawlerVMSpec{CPUPlacement: isov1.CPUPlacementShared}}, fitsNode, ""},
+		{"shared needs neither", Node{Name: "a"}, Request{Demand: sizing.Demand{RPS: 1}}, fitsNode, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := tc.req
 			req.Key = "bms/c"
-			if req.Spec == nil {
-				req.Spec = &isov1.CrawlerVMSpec{CPUPlacement: isov1.CPUPlacementDedicated}
+			if req.Demand.RPS == 0 {
+				req.Demand = sizing.Demand{RPS: 1, Dedicated: true}
 			}
 			p := NewPlanner([]Node{tc.node}, nil)
 			d := p.newDecision(req)

@@ -25,7 +25,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/sizing"
 )
@@ -79,10 +78,11 @@ type Request struct {
 	// Key is namespace/name; a resident with the same key is the crawler itself and is
 	// not counted against the nodes.
 	Key          string
-	Spec         *isov1.CrawlerVMSpec
+	Demand       sizing.Demand
 	NodeSelector map[string]string
 	Tolerations  []corev1.Toleration
-	Policy       isov1.PlacementPolicy
+	// Spread asks for the freest node (policy spread); the default packs (policy pack).
+	Spread bool
 	// Current is the node the crawler is on now, "" if none.
 	Current string
 	// Avoid is a node the crawler must leave: a probe refuted its SLO there. "" for none.
@@ -125,18 +125,15 @@ func (n *Node) evaluate(ws []model.Workload, messages bool) []model.Prediction {
 func (d Decision) Placed() bool { return d.Node != "" }
 
 // Workload is the model's view of a crawler of the given size.
-func Workload(key string, spec *isov1.CrawlerVMSpec, s sizing.Result) model.Workload {
-	w := model.Workload{
+func Workload(key string, d sizing.Demand, s sizing.Result) model.Workload {
+	return model.Workload{
 		Key:       key,
-		RPS:       spec.RPS,
-		Tolerance: spec.ErrorBudget.Tolerance.Duration,
-		Objective: spec.ErrorBudget.ObjectivePercent(),
+		RPS:       d.RPS,
+		Tolerance: d.Tolerance,
+		Objective: d.Objective,
 		VCPUs:     s.VCPUs,
 		Dedicated: s.Dedicated(),
 		HostCPUs:  s.HostCPUs,
+		NIC:       d.NIC,
 	}
-	if nic := spec.RTNIC; nic != nil {
-		w.NIC = &model.NICFlow{Deadline: nic.Deadline.Duration, MinBandwidthBitsPerSecond: nic.MinBandwidth.Value()}
-	}
-	return w
 }

@@ -9,10 +9,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
-	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/sizing"
 )
@@ -33,28 +31,23 @@ func rtNode(name string, cpus int64) Node {
 	}
 }
 
-type specOption func(*isov1.CrawlerVMSpec)
+type demandOption func(*sizing.Demand)
 
-func spec(rps int32, opts ...specOption) *isov1.CrawlerVMSpec {
-	s := &isov1.CrawlerVMSpec{
-		RPS:          rps,
-		ErrorBudget:  isov1.ErrorBudget{Tolerance: metav1.Duration{Duration: 10 * time.Millisecond}, Objective: "99.999"},
-		Guest:        isov1.Guest{Image: "img", Memory: resource.MustParse("1Gi")},
-		CPUPlacement: isov1.CPUPlacementDedicated,
-	}
+func demand(rps int32, opts ...demandOption) sizing.Demand {
+	d := sizing.Demand{RPS: rps, Tolerance: 10 * time.Millisecond, Objective: 99.999, Dedicated: true, MemoryBytes: 1 << 30}
 	for _, o := range opts {
-		o(s)
+		o(&d)
 	}
-	return s
+	return d
 }
 
-func shared(s *isov1.CrawlerVMSpec) { s.CPUPlacement = isov1.CPUPlacementShared }
+func shared(d *sizing.Demand) { d.Dedicated = false }
 
-func memory(m string) specOption {
-	return func(s *isov1.CrawlerVMSpec) { s.Guest.Memory = resource.MustParse(m) }
+func memory(m string) demandOption {
+	return func(d *sizing.Demand) { q := resource.MustParse(m); d.MemoryBytes = q.Value() }
 }
 
-func resident(key, node string, sp *isov1.CrawlerVMSpec) Resident {
+func resident(key, node string, sp sizing.Demand) Resident {
 	s, err := sizing.Size(sp, model.Params{})
 	if err != nil {
 		panic(err)
@@ -71,41 +64,41 @@ func TestPlace(t *testing.T) {
 		reason    string // a part of the reason when not placed
 	}{
 		"pack takes the fullest node that fits": {
-			req:       Request{Key: "bms/new", Spec: spec(400), Policy: isov1.PlacementPolicyPack},
+			req:       Request{Key: "bms/new", Demand: demand(400)},
 			nodes:     []Node{rtNode("a", 18), rtNode("b", 18)},
-			residents: []Resident{resident("bms/old", "b", spec(1000))},
+			residents: []Resident{resident("bms/old", "b", demand(1000))},
 			node:      "b",
 		},
 		"spread takes the emptiest node": {
-			req:       Request{Key: "bms/new", Spec: spec(400), Policy: isov1.PlacementPolicySpread},
+			req:       Request{Key: "bms/new", Demand: demand(400), Spread: true},
 			nodes:     []Node{rtNode("a", 18), rtNode("b", 18)},
-			residents: []Resident{resident("bms/old", "b", spec(1000))},
+			residents: []Resident{resident("bms/old", "b", demand(1000))},
 			node:      "a",
 		},
 		"ties break by node name": {
-			req:   Request{Key: "bms/new", Spec: spec(100)},
+			req:   Request{Key: "bms/new", Demand: demand(100)},
 			nodes: []Node{rtNode("c", 10), rtNode("a", 10), rtNode("b", 10)},
 			node:  "a",
 		},
 		"a crawler stays on its node while it fits": {
-			req:   Request{Key: "bms/new", Spec: spec(100), Current: "b"},
+			req:   Request{Key: "bms/new", Demand: demand(100), Current: "b"},
 			nodes: []Node{rtNode("a", 10), rtNode("b", 10)},
 			node:  "b",
 		},
 		"the crawler's own reservation does not count against it": {
-			req:       Request{Key: "bms/me", Spec: spec(400), Current: "a"},
+			req:       Request{Key: "bms/me", Demand: demand(400), Current: "a"},
 			nodes:     []Node{rtNode("a", 5)},
-			residents: []Resident{resident("bms/me", "a", spec(400))},
+			residents: []Resident{resident("bms/me", "a", demand(400))},
 			node:      "a",
 		},
 		"exclusive CPUs are never oversubscribed": {
-			req:       Request{Key: "bms/new", Spec: spec(400)},
+			req:       Request{Key: "bms/new", Demand: demand(400)},
 			nodes:     []Node{rtNode("a", 9)},
-			residents: []Resident{resident("bms/old", "a", spec(1000))},
+			residents: []Resident{resident("bms/old", "a", demand(1000))},
 			reason:    "a: needs 3 exclusive CPUs, 2 free",
 		},
 		"Guaranteed pods' exclusive CPUs count": {
-			req: Request{Key: "bms/new", Spec: spec(400)},
+			req: Request{Key: "bms/new", Demand: demand(400)},
 			nodes: func() []Node {
 				n := rtNode("a", 10)
 				n.Held = Held{CPUMilli: 6000, ExclusiveMilli: 6000}
@@ -114,7 +107,7 @@ func TestPlace(t *testing.T) {
 			reason: "a: needs 3 exclusive CPUs, 2 free",
 		},
 		"other pods' shared CPU requests count, as kube-scheduler counts them": {
-			req: Request{Key: "bms/new", Spec: spec(400)},
+			req: Request{Key: "bms/new", Demand: demand(400)},
 			nodes: func() []Node {
 				n := rtNode("a", 10)
 				n.Held = Held{CPUMilli: 5500}
@@ -123,7 +116,7 @@ func TestPlace(t *testing.T) {
 			reason: "a: needs 3 exclusive CPUs, 2500m free",
 		},
 		"other pods' hugepages count": {
-			req: Request{Key: "bms/new", Spec: spec(400)},
+			req: Request{Key: "bms/new", Demand: demand(400)},
 			nodes: func() []Node {
 				n := rtNode("a", 10)
 				n.Held = Held{HugepagesBytes: n.HugepagesBytes}
@@ -132,12 +125,12 @@ func TestPlace(t *testing.T) {
 			reason: "a: needs 1024Mi of 2Mi hugepages, 0Mi free",
 		},
 		"dedicated needs the CPU Manager label": {
-			req:    Request{Key: "bms/new", Spec: spec(100)},
+			req:    Request{Key: "bms/new", Demand: demand(100)},
 			nodes:  []Node{{Name: "plain", CPUMilli: 8000, CapacityCPUs: 8, MemoryBytes: 8 * gi, HugepagesBytes: 8 * gi}},
 			reason: "plain: no static CPU Manager",
 		},
 		"dedicated needs KubeVirt's realtime label": {
-			req: Request{Key: "bms/new", Spec: spec(100)},
+			req: Request{Key: "bms/new", Demand: demand(100)},
 			nodes: func() []Node {
 				n := rtNode("no-rt", 10)
 				delete(n.Labels, kubevirtv1.RealtimeLabel)
@@ -146,31 +139,31 @@ func TestPlace(t *testing.T) {
 			reason: "no-rt: no realtime support (label kubevirt.io/realtime=true)",
 		},
 		"shared runs without the CPU Manager label": {
-			req:   Request{Key: "bms/new", Spec: spec(50, shared, func(s *isov1.CrawlerVMSpec) { s.ErrorBudget.Tolerance.Duration = 100 * time.Millisecond })},
+			req:   Request{Key: "bms/new", Demand: demand(50, shared, func(d *sizing.Demand) { d.Tolerance = 100 * time.Millisecond })},
 			nodes: []Node{{Name: "plain", CPUMilli: 8000, CapacityCPUs: 8, MemoryBytes: 8 * gi}},
 			node:  "plain",
 		},
 		"hugepages are checked": {
-			req:       Request{Key: "bms/new", Spec: spec(100, memory("4Gi"))},
+			req:       Request{Key: "bms/new", Demand: demand(100, memory("4Gi"))},
 			nodes:     []Node{rtNode("a", 18)},
-			residents: []Resident{resident("bms/old", "a", spec(100, memory("14Gi")))},
+			residents: []Resident{resident("bms/old", "a", demand(100, memory("14Gi")))},
 			reason:    "a: needs 4096Mi of 2Mi hugepages, 2048Mi free",
 		},
 		"a crawler too big for its own vCPUs is refused by the model": {
-			req:    Request{Key: "bms/new", Spec: spec(100000)},
+			req:    Request{Key: "bms/new", Demand: demand(100000)},
 			nodes:  []Node{rtNode("a", 1000)},
 			reason: "itself predicted",
 		},
 		"a node whose host I/O path would saturate refuses the crawler that tips it": {
-			req:   Request{Key: "bms/new", Spec: spec(3000)},
+			req:   Request{Key: "bms/new", Demand: demand(3000)},
 			nodes: []Node{rtNode("a", 64)},
 			residents: []Resident{
-				resident("bms/x", "a", spec(2000)), resident("bms/y", "a", spec(2000)),
+				resident("bms/x", "a", demand(2000)), resident("bms/y", "a", demand(2000)),
 			},
 			reason: "neighbour bms/x predicted",
 		},
 		"node selector, taints and cordons filter": {
-			req: Request{Key: "bms/new", Spec: spec(100),
+			req: Request{Key: "bms/new", Demand: demand(100),
 				NodeSelector: map[string]string{"zone": "x"},
 				Tolerations:  []corev1.Toleration{{Key: "rt", Operator: corev1.TolerationOpExists}}},
 			nodes: func() []Node {
@@ -184,7 +177,7 @@ func TestPlace(t *testing.T) {
 			node: "b",
 		},
 		"nothing fits: every node's reason, grouped": {
-			req: Request{Key: "bms/new", Spec: spec(100), NodeSelector: map[string]string{"zone": "x"}},
+			req: Request{Key: "bms/new", Demand: demand(100), NodeSelector: map[string]string{"zone": "x"}},
 			nodes: func() []Node {
 				a, b, c := rtNode("a", 10), rtNode("b", 10), rtNode("c", 10)
 				c.Labels["zone"] = "x"
@@ -194,19 +187,19 @@ func TestPlace(t *testing.T) {
 			reason: "0/3 nodes fit: a, b: spec.placement.nodeSelector does not match; c: taint gpu=:NoSchedule not tolerated by spec.placement.tolerations",
 		},
 		"a refuted crawler leaves the node it was refuted on": {
-			req:       Request{Key: "bms/me", Spec: spec(400), Current: "a", Avoid: "a"},
+			req:       Request{Key: "bms/me", Demand: demand(400), Current: "a", Avoid: "a"},
 			nodes:     []Node{rtNode("a", 18), rtNode("b", 18)},
-			residents: []Resident{resident("bms/me", "a", spec(400))},
+			residents: []Resident{resident("bms/me", "a", demand(400))},
 			node:      "b",
 		},
 		"a refuted crawler with nowhere else to go is told why": {
-			req:       Request{Key: "bms/me", Spec: spec(400), Current: "a", Avoid: "a"},
+			req:       Request{Key: "bms/me", Demand: demand(400), Current: "a", Avoid: "a"},
 			nodes:     []Node{rtNode("a", 18)},
-			residents: []Resident{resident("bms/me", "a", spec(400))},
+			residents: []Resident{resident("bms/me", "a", demand(400))},
 			reason:    "a: a probe refuted the crawler's SLO there",
 		},
 		"a node calibrated at 4x refuses what the model alone would take there": {
-			req: Request{Key: "bms/new", Spec: spec(1000)}, // 4 vCPUs: 4.8ms uncorrected
+			req: Request{Key: "bms/new", Demand: demand(1000)}, // 4 vCPUs: 4.8ms uncorrected
 			nodes: func() []Node {
 				a, b := rtNode("a", 18), rtNode("b", 18)
 				a.Correction = 4
@@ -215,7 +208,7 @@ func TestPlace(t *testing.T) {
 			node: "b",
 		},
 		"no nodes at all": {
-			req:    Request{Key: "bms/new", Spec: spec(100)},
+			req:    Request{Key: "bms/new", Demand: demand(100)},
 			reason: "no nodes",
 		},
 	}
@@ -225,8 +218,8 @@ func TestPlace(t *testing.T) {
 			if got.Node != tc.node || !strings.Contains(got.Reason, tc.reason) {
 				t.Errorf("Place() = node %q, reason %q; want node %q, reason containing %q", got.Node, got.Reason, tc.node, tc.reason)
 			}
-			if got.Placed() && (got.Predicted <= 0 || got.Predicted > tc.req.Spec.ErrorBudget.Tolerance.Duration) {
-				t.Errorf("placed with predicted error %v, tolerance %v", got.Predicted, tc.req.Spec.ErrorBudget.Tolerance.Duration)
+			if got.Placed() && (got.Predicted <= 0 || got.Predicted > tc.req.Demand.Tolerance) {
+				t.Errorf("placed with predicted error %v, tolerance %v", got.Predicted, tc.req.Demand.Tolerance)
 			}
 		})
 	}
@@ -239,13 +232,13 @@ func TestSequentialPlacementKeepsEveryCrawlerWithinBudget(t *testing.T) {
 	p := NewPlanner(nodes, nil)
 	var placed []Resident
 	for i := 0; i < 80; i++ {
-		sp := spec(int32(100+(i*173)%1500), func(s *isov1.CrawlerVMSpec) {
+		sp := demand(int32(100+(i*173)%1500), func(s *sizing.Demand) {
 			if i%3 == 0 {
-				s.CPUPlacement = isov1.CPUPlacementShared
-				s.ErrorBudget.Tolerance.Duration = 100 * time.Millisecond
+				s.Dedicated = false
+				s.Tolerance = 100 * time.Millisecond
 			}
 		})
-		req := Request{Key: fmt.Sprintf("bms/c%02d", i), Spec: sp, Policy: []isov1.PlacementPolicy{isov1.PlacementPolicyPack, isov1.PlacementPolicySpread}[i%2]}
+		req := Request{Key: fmt.Sprintf("bms/c%02d", i), Demand: sp, Spread: i%2 == 1}
 		d := p.Place(req)
 		if !d.Placed() {
 			continue
@@ -278,8 +271,8 @@ func TestSequentialPlacementKeepsEveryCrawlerWithinBudget(t *testing.T) {
 
 func TestPlaceIsDeterministic(t *testing.T) {
 	nodes := []Node{rtNode("a", 18), rtNode("b", 18), rtNode("c", 10)}
-	residents := []Resident{resident("bms/x", "a", spec(700)), resident("bms/y", "b", spec(300))}
-	req := Request{Key: "bms/new", Spec: spec(400)}
+	residents := []Resident{resident("bms/x", "a", demand(700)), resident("bms/y", "b", demand(300))}
+	req := Request{Key: "bms/new", Demand: demand(400)}
 	first := Place(req, nodes, residents)
 	for i := 0; i < 20; i++ {
 		if diff := cmp.Diff(first, Place(req, nodes, residents)); diff != "" {
@@ -295,13 +288,13 @@ func TestLongLivedPlannerDecidesAsAFreshOne(t *testing.T) {
 	long := NewPlanner(nodes, nil)
 	var residents []Resident
 	for i := 0; i < 300; i++ {
-		sp := spec(int32(100+(i*389)%2900), func(s *isov1.CrawlerVMSpec) {
+		sp := demand(int32(100+(i*389)%2900), func(s *sizing.Demand) {
 			if i%5 == 0 {
-				s.CPUPlacement = isov1.CPUPlacementShared
-				s.ErrorBudget.Tolerance.Duration = 50 * time.Millisecond
+				s.Dedicated = false
+				s.Tolerance = 50 * time.Millisecond
 			}
 		})
-		req := Request{Key: fmt.Sprintf("bms/c%03d", i), Spec: sp}
+		req := Request{Key: fmt.Sprintf("bms/c%03d", i), Demand: sp}
 		got := long.Place(req)
 		want := NewPlanner(nodes, residents).Place(req)
 		if got.Node != want.Node || got.Reason != want.Reason {
@@ -320,14 +313,14 @@ func TestLongLivedPlannerDecidesAsAFreshOne(t *testing.T) {
 // save work, never change the choice.
 func reference(p *Planner, req Request) string {
 	best, bestFree := -1, int64(0)
-	spread := req.Policy == isov1.PlacementPolicySpread
+	spread := req.Spread
 	d := p.newDecision(req)
 	for i := range p.nodes {
 		n := &p.nodes[i]
 		if constraint(d, n) != fitsNode || (len(req.NodeSelector) > 0 && !labelsMatch(req.NodeSelector, n.Labels)) {
 			continue
 		}
-		s, err := sizing.Size(req.Spec, n.Params)
+		s, err := sizing.Size(req.Demand, n.Params)
 		if err != nil {
 			continue
 		}
@@ -343,7 +336,7 @@ func reference(p *Planner, req Request) string {
 			continue
 		}
 		fits := true
-		for _, pr := range model.Evaluate(model.Node{CPUs: n.CapacityCPUs, Params: n.Params, Correction: n.Correction}, append(ws, Workload(req.Key, req.Spec, s))) {
+		for _, pr := range model.Evaluate(model.Node{CPUs: n.CapacityCPUs, Params: n.Params, Correction: n.Correction}, append(ws, Workload(req.Key, req.Demand, s))) {
 			fits = fits && pr.Within
 		}
 		if !fits {
@@ -394,16 +387,16 @@ func TestPlaceChoosesWhatASearchOfEveryNodeWould(t *testing.T) {
 	placed := 0
 	for i := range 600 {
 		key := fmt.Sprintf("bms/c%03d", i%450) // the last 150 are placed again
-		sp := spec(int32(50+(i*389)%1900), func(s *isov1.CrawlerVMSpec) {
-			s.ErrorBudget.Tolerance.Duration = time.Duration([]int{10, 50, 100}[i%3]) * time.Millisecond
+		sp := demand(int32(50+(i*389)%1900), func(s *sizing.Demand) {
+			s.Tolerance = time.Duration([]int{10, 50, 100}[i%3]) * time.Millisecond
 			if i%3 == 1 {
-				s.CPUPlacement = isov1.CPUPlacementShared
+				s.Dedicated = false
 			}
 			if i%10 == 4 {
-				s.RTNIC = &isov1.RTNIC{NetworkName: "rt", Deadline: metav1.Duration{Duration: 5 * time.Millisecond}, MinBandwidth: resource.MustParse("10M")}
+				s.NIC = &model.NICFlow{Deadline: 5 * time.Millisecond, MinBandwidthBitsPerSecond: 10_000_000}
 			}
 		})
-		req := Request{Key: key, Spec: sp, Policy: []isov1.PlacementPolicy{isov1.PlacementPolicyPack, isov1.PlacementPolicySpread}[i%5/4]}
+		req := Request{Key: key, Demand: sp, Spread: i%5 == 4}
 		if i%11 == 0 {
 			req.NodeSelector = map[string]string{"zone": "b"}
 		}

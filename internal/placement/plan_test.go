@@ -4,8 +4,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-
-	isov1 "isochron.io/isochron/api/v1alpha1"
 )
 
 func TestPlan(t *testing.T) {
@@ -25,8 +23,8 @@ func TestPlan(t *testing.T) {
 			// CPUs) fits, the second no longer does.
 			nodes: []Node{rtNode("a", 6)},
 			reqs: []Request{
-				{Key: "bms/first", Spec: spec(400), Policy: isov1.PlacementPolicyPack},
-				{Key: "bms/second", Spec: spec(400), Policy: isov1.PlacementPolicyPack},
+				{Key: "bms/first", Demand: demand(400)},
+				{Key: "bms/second", Demand: demand(400)},
 			},
 			want:     []outcome{{Node: "a", Final: true}, {}},
 			crawlers: map[string][]string{"a": {"bms/first"}},
@@ -34,8 +32,8 @@ func TestPlan(t *testing.T) {
 		"the crawlers' current nodes are ignored": {
 			nodes: []Node{rtNode("a", 18), rtNode("b", 18)},
 			reqs: []Request{
-				{Key: "bms/x", Spec: spec(400), Policy: isov1.PlacementPolicyPack, Current: "b"},
-				{Key: "bms/y", Spec: spec(400), Policy: isov1.PlacementPolicyPack},
+				{Key: "bms/x", Demand: demand(400), Current: "b"},
+				{Key: "bms/y", Demand: demand(400)},
 			},
 			// From scratch, pack breaks the tie by name, then fills the same node.
 			want:     []outcome{{Node: "a", Final: true}, {Node: "a", Final: true}},
@@ -67,9 +65,9 @@ func TestPlan(t *testing.T) {
 // its node: it is what the crawler would see with the whole plan applied.
 func TestPlanPredictsWithTheWholePlanInPlace(t *testing.T) {
 	nodes := []Node{rtNode("a", 18)}
-	first := Request{Key: "bms/first", Spec: spec(100, shared), Policy: isov1.PlacementPolicyPack}
+	first := Request{Key: "bms/first", Demand: demand(100, shared)}
 	alone, _ := Plan(nodes, []Request{first})
-	together, summary := Plan(nodes, []Request{first, {Key: "bms/second", Spec: spec(2000, shared), Policy: isov1.PlacementPolicyPack}})
+	together, summary := Plan(nodes, []Request{first, {Key: "bms/second", Demand: demand(2000, shared)}})
 	if together[0].Predicted != alone[0].Predicted {
 		t.Errorf("decision-time prediction %s, want %s (the second crawler came later)", together[0].Predicted, alone[0].Predicted)
 	}

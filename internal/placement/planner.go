@@ -155,7 +155,7 @@ func (p *Planner) Commit(req Request, d Decision) {
 	}
 	p.forget(req.Key)
 	if i, ok := p.index[d.Node]; ok {
-		p.add(i, Resident{Key: req.Key, Node: d.Node, Sizing: d.Sizing, Workload: Workload(req.Key, req.Spec, d.Sizing)})
+		p.add(i, Resident{Key: req.Key, Node: d.Node, Sizing: d.Sizing, Workload: Workload(req.Key, req.Demand, d.Sizing)})
 	}
 }
 

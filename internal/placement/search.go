@@ -5,7 +5,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
-	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/sizing"
 )
@@ -44,7 +43,7 @@ type decision struct {
 }
 
 func (p *Planner) newDecision(req Request) *decision {
-	d := &decision{req: req, self: -1, dedicated: req.Spec.CPUPlacement != isov1.CPUPlacementShared, sizes: make([]sized, p.classes)}
+	d := &decision{req: req, self: -1, dedicated: req.Demand.Dedicated, sizes: make([]sized, p.classes)}
 	if i, ok := p.where[req.Key]; ok {
 		d.self = i
 	}
@@ -58,8 +57,8 @@ func (p *Planner) newDecision(req Request) *decision {
 func (p *Planner) size(d *decision, c int) *sized {
 	sz := &d.sizes[c]
 	if !sz.done {
-		sz.s, sz.err = sizing.Size(d.req.Spec, p.classParams[c])
-		sz.w = model.NewCandidate(Workload(d.req.Key, d.req.Spec, sz.s), p.classParams[c])
+		sz.s, sz.err = sizing.Size(d.req.Demand, p.classParams[c])
+		sz.w = model.NewCandidate(Workload(d.req.Key, d.req.Demand, sz.s), p.classParams[c])
 		sz.done = true
 	}
 	return sz
@@ -153,7 +152,7 @@ func (p *Planner) nextOf(w *classWalk) int {
 // one with room, in order, and stops at the first that fits.
 func (p *Planner) Place(req Request) Decision {
 	d := p.newDecision(req)
-	spread := req.Policy == isov1.PlacementPolicySpread
+	spread := req.Spread
 	less := func(a, b *candidate) bool {
 		if a.free != b.free {
 			if spread {
@@ -208,7 +207,7 @@ func (p *Planner) Place(req Request) Decision {
 	}
 	rejected := p.rejected[:0]
 	defer func() { p.rejected = rejected[:0] }()
-	plain := d.dedicated && req.Spec.RTNIC == nil
+	plain := d.dedicated && req.Demand.NIC == nil
 	for first != nil || len(heads.cands) > 0 {
 		var c candidate
 		if first != nil {
@@ -219,7 +218,7 @@ func (p *Planner) Place(req Request) Decision {
 				advance(c.walk)
 			}
 		}
-		fp := footprint{rps: req.Spec.RPS, hostCPUs: c.s.HostCPUs}
+		fp := footprint{rps: req.Demand.RPS, hostCPUs: c.s.HostCPUs}
 		if plain && c.i != d.self && p.pushes(c.i, fp) {
 			rejected = append(rejected, rejectedCandidate{c: c})
 			continue
@@ -247,7 +246,7 @@ func (p *Planner) Place(req Request) Decision {
 			return dec
 		}
 	}
-	if s, err := sizing.Size(req.Spec, model.Params{}); err == nil {
+	if s, err := sizing.Size(req.Demand, model.Params{}); err == nil {
 		dec.Sizing = s // no candidate class: the size on the built-in profile
 	}
 	return dec

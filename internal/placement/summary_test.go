@@ -8,9 +8,9 @@ func TestSummarize(t *testing.T) {
 	busy := rtNode("b-busy", 18)                           // 16 allocatable
 	busy.Held = Held{CPUMilli: 1500, ExclusiveMilli: 1000} // a pinned CPU and 500m shared
 	res := []Resident{
-		resident("bms/dedicated", "b-busy", spec(1000)),
-		resident("bms/shared", "b-busy", spec(100, shared)),
-		resident("bms/elsewhere", "gone", spec(100)), // on a node that no longer exists
+		resident("bms/dedicated", "b-busy", demand(1000)),
+		resident("bms/shared", "b-busy", demand(100, shared)),
+		resident("bms/elsewhere", "gone", demand(100)), // on a node that no longer exists
 	}
 	got := Summarize([]Node{busy, rtNode("a-idle", 10)}, res)
 	if len(got) != 2 || got[0].Node != "a-idle" || got[1].Node != "b-busy" {

@@ -16,6 +16,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/inventory"
 	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/sizing"
 	"isochron.io/isochron/test/support/testcases"
@@ -60,7 +61,7 @@ func constrained(c *isov1.CrawlerVM) {
 }
 
 func input(c *isov1.CrawlerVM, b Binding) Input {
-	s, err := sizing.Size(&c.Spec, model.DefaultParams())
+	s, err := sizing.Size(inventory.Demand(&c.Spec), model.DefaultParams())
 	if err != nil {
 		panic(err)
 	}

@@ -10,15 +10,30 @@ package sizing
 import (
 	"fmt"
 	"math"
+	"time"
 
-	"k8s.io/apimachinery/pkg/api/resource"
-
-	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/model"
 )
 
 // HugepageSize is the page size that backs dedicated crawlers' memory.
 const HugepageSize = 2 << 20
+
+// Demand is what a crawler asks for, in plain values: a CrawlerVM's spec converted once
+// (inventory.Demand), its objective parsed.
+type Demand struct {
+	// RPS is the crawler's request rate (spec.rps).
+	RPS int32
+	// Tolerance is the interval-error budget (spec.errorBudget.tolerance).
+	Tolerance time.Duration
+	// Objective is the percentile the budget must hold at, e.g. 99.999.
+	Objective float64
+	// Dedicated is set for exclusive pinned CPUs (spec.cpuPlacement dedicated).
+	Dedicated bool
+	// MemoryBytes is the guest's memory (spec.guest.memory).
+	MemoryBytes int64
+	// NIC is the RT-NIC's flow (spec.rtNIC), nil for none.
+	NIC *model.NICFlow
+}
 
 // Result is the size of one crawler VM.
 type Result struct {
@@ -38,22 +53,21 @@ type Result struct {
 // Dedicated reports whether the crawler holds exclusive host CPUs.
 func (r Result) Dedicated() bool { return r.HostCPUs > 0 }
 
-// Size returns the size of the crawler described by spec on a node class with params p.
-func Size(spec *isov1.CrawlerVMSpec, p model.Params) (Result, error) {
-	if spec.RPS < 1 {
-		return Result{}, fmt.Errorf("spec.rps must be at least 1, got %d", spec.RPS)
+// Size returns the size of the crawler that demands d on a node class with params p.
+func Size(d Demand, p model.Params) (Result, error) {
+	if d.RPS < 1 {
+		return Result{}, fmt.Errorf("spec.rps must be at least 1, got %d", d.RPS)
 	}
-	mem := spec.Guest.Memory.Value()
+	mem := d.MemoryBytes
 	if mem <= 0 {
-		return Result{}, fmt.Errorf("spec.guest.memory must be positive, got %s", spec.Guest.Memory.String())
+		return Result{}, fmt.Errorf("spec.guest.memory must be positive, got %d bytes", mem)
 	}
-	tol, obj := spec.ErrorBudget.Tolerance.Duration, spec.ErrorBudget.ObjectivePercent()
-	vcpus := model.Size(spec.RPS, tol, obj, p)
+	vcpus := model.Size(d.RPS, d.Tolerance, d.Objective, p)
 
-	if spec.CPUPlacement == isov1.CPUPlacementShared {
+	if !d.Dedicated {
 		// Shares, not priorities, protect a VM (KVM cgroups study): request the peak as the
 		// cgroup weight, at least 100m so an idle crawler still has a real share.
-		milli := int64(math.Max(100, math.Ceil(model.PeakCPUs(spec.RPS, tol, obj, p)*1000-1e-6))) // -1e-6: float noise
+		milli := int64(math.Max(100, math.Ceil(model.PeakCPUs(d.RPS, d.Tolerance, d.Objective, p)*1000-1e-6))) // -1e-6: float noise
 		return Result{VCPUs: vcpus, CPURequestMilli: milli, MemoryBytes: mem}, nil
 	}
 	pages := RoundUpToPage(mem)
@@ -69,18 +83,4 @@ func Size(spec *isov1.CrawlerVMSpec, p model.Params) (Result, error) {
 // RoundUpToPage rounds bytes up to a whole number of hugepages.
 func RoundUpToPage(bytes int64) int64 {
 	return (bytes + HugepageSize - 1) / HugepageSize * HugepageSize
-}
-
-// Status converts r into the CrawlerVM status form.
-func (r Result) Status() *isov1.Sizing {
-	s := &isov1.Sizing{
-		VCPUs:      r.VCPUs,
-		HostCPUs:   r.HostCPUs,
-		CPURequest: *resource.NewMilliQuantity(r.CPURequestMilli, resource.DecimalSI),
-		Memory:     *resource.NewQuantity(r.MemoryBytes, resource.BinarySI),
-	}
-	if r.HugepagesBytes > 0 {
-		s.Hugepages = resource.NewQuantity(r.HugepagesBytes, resource.BinarySI)
-	}
-	return s
 }

@@ -17,6 +17,7 @@ import (
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/cli"
+	"isochron.io/isochron/internal/inventory"
 	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/sizing"
@@ -126,7 +127,7 @@ func TestRenderedVariantsAreAdmitted(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			s, err := sizing.Size(&tc.cvm.Spec, model.DefaultParams())
+			s, err := sizing.Size(inventory.Demand(&tc.cvm.Spec), model.DefaultParams())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -143,7 +144,7 @@ func TestRenderedVariantsAreAdmitted(t *testing.T) {
 // would break it is refused.
 func TestBrokenRenderingIsRefused(t *testing.T) {
 	c := crawlerVM()
-	s, _ := sizing.Size(&c.Spec, model.DefaultParams())
+	s, _ := sizing.Size(inventory.Demand(&c.Spec), model.DefaultParams())
 	vmi, err := render.VMI(render.Input{CrawlerVM: c, Sizing: s, Node: "rt-node-1", Agent: agent(c)})
 	if err != nil {
 		t.Fatal(err)
