@@ -175,12 +175,24 @@ func (p *Planner) prediction(key string, messages bool) (model.Prediction, bool)
 	if !ok {
 		return model.Prediction{}, false
 	}
-	for _, pred := range p.nodes[i].evaluate(p.loads[i].Workloads(), messages) {
+	for _, pred := range p.nodes[i].evaluate(p.workloadsOn(i, nil), messages) {
 		if pred.Key == key {
 			return pred, true
 		}
 	}
 	return model.Prediction{}, false
+}
+
+// workloadsOn appends the workloads of node i's crawlers to ws, by key: the one order a
+// node's crawlers are predicted in (a refreshed prediction, the plan's final ones), so that
+// the same crawlers give the same figures to the last bit whatever order they came in.
+func (p *Planner) workloadsOn(i int, ws []model.Workload) []model.Workload {
+	start := len(ws)
+	for _, r := range p.residents[i] {
+		ws = append(ws, r.Workload)
+	}
+	sort.Slice(ws[start:], func(a, b int) bool { return ws[start+a].Key < ws[start+b].Key })
+	return ws
 }
 
 // forget removes a crawler's own reservation: it is being placed again.

@@ -50,10 +50,7 @@ func (p *Planner) summarize() ([]NodeSummary, map[string]model.Prediction) {
 			FreeMilli:        max(0, n.freeCPUMilli(u)),
 			Crawlers:         make([]string, 0, len(p.residents[i])),
 		}
-		ws = ws[:0]
-		for _, r := range p.residents[i] {
-			ws = append(ws, r.Workload)
-		}
+		ws = p.workloadsOn(i, ws[:0])
 		for _, pred := range n.evaluate(ws, false) {
 			preds[pred.Key] = pred
 			s.Crawlers = append(s.Crawlers, pred.Key)
