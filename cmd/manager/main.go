@@ -63,6 +63,7 @@ func main() {
 	cfg.QPS, cfg.Burst = float32(qps), burst
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  controllers.Scheme(),
+		Cache:                   controllers.CacheOptions(),
 		Metrics:                 metricsOpts,
 		HealthProbeBindAddress:  probeAddr,
 		PprofBindAddress:        pprofAddr,
