@@ -114,7 +114,7 @@ func capacity(n *Node, u *usage, s sizing.Result) string {
 	case shortHugepages:
 		return fmt.Sprintf("needs %s of 2Mi hugepages, %s free", mib(s.HugepagesBytes), mib(free))
 	case shortMemory:
-		return fmt.Sprintf("needs %s of memory, %s free", mib(s.MemoryBytes), mib(free))
+		return fmt.Sprintf("needs %s of memory, %s free", mib(s.PodMemoryBytes()), mib(free))
 	}
 	return ""
 }
@@ -142,8 +142,9 @@ func shortfall(n *Node, u *usage, s sizing.Result) (short, int64) {
 	if free := n.HugepagesBytes - n.Held.HugepagesBytes - u.hugepages; s.HugepagesBytes > free {
 		return shortHugepages, free
 	}
-	// Memory backed by hugepages is accounted there, not in the node's memory.
-	if free := n.MemoryBytes - n.Held.MemoryBytes - (u.memory - u.hugepages); s.HugepagesBytes == 0 && s.MemoryBytes > free {
+	// Guest memory backed by hugepages is accounted there; the launcher's overhead is
+	// node memory either way.
+	if free := n.MemoryBytes - n.Held.MemoryBytes - u.memory; s.PodMemoryBytes() > free {
 		return shortMemory, free
 	}
 	return shortNone, 0

@@ -7,6 +7,8 @@ import (
 	"isochron.io/isochron/internal/sizing"
 )
 
+// usage is what the crawlers on a node hold of it: exclusive CPUs, shared-pool requests,
+// memory (their launcher pods' requests: sizing.Result.PodMemoryBytes) and hugepages.
 type usage struct{ exclusiveMilli, sharedMilli, memory, hugepages int64 }
 
 func (u *usage) add(s sizing.Result) {
@@ -15,7 +17,7 @@ func (u *usage) add(s sizing.Result) {
 	} else {
 		u.sharedMilli += s.CPURequestMilli
 	}
-	u.memory += s.MemoryBytes
+	u.memory += s.PodMemoryBytes()
 	u.hugepages += s.HugepagesBytes
 }
 
@@ -25,7 +27,7 @@ func (u *usage) remove(s sizing.Result) {
 	} else {
 		u.sharedMilli -= s.CPURequestMilli
 	}
-	u.memory -= s.MemoryBytes
+	u.memory -= s.PodMemoryBytes()
 	u.hugepages -= s.HugepagesBytes
 }
 

@@ -50,6 +50,34 @@ type Result struct {
 	HugepagesBytes int64
 }
 
+// PodMemoryBytes is what the crawler's virt-launcher pod requests of its node's memory:
+// the guest's memory unless hugepages back it, and KubeVirt's overhead in every case
+// (LauncherOverheadBytes).
+func (r Result) PodMemoryBytes() int64 {
+	overhead := LauncherOverheadBytes(r)
+	if r.HugepagesBytes > 0 {
+		return overhead
+	}
+	return r.MemoryBytes + overhead
+}
+
+// LauncherOverheadBytes is the memory KubeVirt v1.8 adds to a virt-launcher pod's request
+// beyond the guest's, for the VMIs isochron renders (x86, no probes, no TPM, the default
+// video device; the kvm backend's GetMemoryOverhead): page tables (a byte per 512 of
+// guest memory, counted in kB), 220Mi for virt-launcher-monitor, virt-launcher, virtlogd,
+// virtqemud and qemu, 8Mi per vCPU and 8Mi for the IO thread, 32Mi of video RAM, and 100Mi
+// more for dedicated CPUs. An SR-IOV RT-NIC (VFIO) adds 1Gi that this leaves out.
+// test/kubevirt checks it against KubeVirt's own CalculateMemoryOverhead.
+func LauncherOverheadBytes(r Result) int64 {
+	const mi = 1 << 20
+	kilo := (r.MemoryBytes + 999) / 1000 // resource.Quantity.ScaledValue(Kilo) rounds up
+	overhead := kilo*1000/512 + 220*mi + int64(max(r.VCPUs, 1))*8*mi + 8*mi + 32*mi
+	if r.Dedicated() {
+		overhead += 100 * mi
+	}
+	return overhead
+}
+
 // Dedicated reports whether the crawler holds exclusive host CPUs.
 func (r Result) Dedicated() bool { return r.HostCPUs > 0 }
 

@@ -90,3 +90,28 @@ func TestSizeRejectsNonsense(t *testing.T) {
 		t.Error("memory 0 accepted")
 	}
 }
+
+// A launcher pod requests its guest's memory unless hugepages back it, and KubeVirt's
+// overhead either way (test/kubevirt checks the overhead against KubeVirt's code).
+func TestPodMemoryBytes(t *testing.T) {
+	const mi = int64(1) << 20
+	ded, err := Size(demand(1000, dedicated, "1Gi"), model.DefaultParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	shr, err := Size(demand(400, shared, "1Gi"), model.DefaultParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 1Gi of guest: 2,097,152 bytes of page tables; 220Mi of processes; 8Mi per vCPU and
+	// for the IO thread; 32Mi of video; 100Mi for dedicated CPUs.
+	if got, want := LauncherOverheadBytes(ded), 2097152+(220+4*8+8+32+100)*mi; got != want {
+		t.Errorf("dedicated 4 vCPUs: overhead %d, want %d", got, want)
+	}
+	if got, want := ded.PodMemoryBytes(), LauncherOverheadBytes(ded); got != want {
+		t.Errorf("dedicated (hugepages): pod memory %d, want the overhead alone %d", got, want)
+	}
+	if got, want := shr.PodMemoryBytes(), 1024*mi+2097152+(220+2*8+8+32)*mi; got != want {
+		t.Errorf("shared 2 vCPUs: pod memory %d, want %d", got, want)
+	}
+}

@@ -102,12 +102,14 @@ func rtNIC(deadline time.Duration) option {
 	}
 }
 
-// Variants across the API's range, each admitted by KubeVirt as rendered.
-func TestRenderedVariantsAreAdmitted(t *testing.T) {
-	cases := map[string]struct {
-		cvm     *isov1.CrawlerVM
-		binding render.Binding
-	}{
+type variant struct {
+	cvm     *isov1.CrawlerVM
+	binding render.Binding
+}
+
+// variants are CrawlerVMs across the API's range, each with its RT-NIC binding.
+func variants() map[string]variant {
+	return map[string]variant{
 		"dedicated, smallest":        {cvm: crawlerVM(func(c *isov1.CrawlerVM) { c.Spec.RPS = 1; c.Spec.Guest.Memory = resource.MustParse("256Mi") })},
 		"dedicated, 1000 rps":        {cvm: crawlerVM(func(c *isov1.CrawlerVM) { c.Spec.RPS = 1000 })},
 		"dedicated, largest rate":    {cvm: crawlerVM(func(c *isov1.CrawlerVM) { c.Spec.RPS = 100000; c.Spec.Guest.Memory = resource.MustParse("64Gi") })},
@@ -125,6 +127,11 @@ func TestRenderedVariantsAreAdmitted(t *testing.T) {
 			c.Spec.Placement.Tolerations = []corev1.Toleration{{Key: "isochron.io/rt", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
 		})},
 	}
+}
+
+// Variants across the API's range, each admitted by KubeVirt as rendered.
+func TestRenderedVariantsAreAdmitted(t *testing.T) {
+	cases := variants()
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			s, err := sizing.Size(inventory.Demand(&tc.cvm.Spec), model.DefaultParams())

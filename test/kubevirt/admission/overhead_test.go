@@ -1,0 +1,40 @@
+package admission
+
+import (
+	"testing"
+
+	"kubevirt.io/kubevirt/pkg/hypervisor/kvm"
+
+	"isochron.io/isochron/internal/inventory"
+	"isochron.io/isochron/internal/model"
+	"isochron.io/isochron/internal/render"
+	"isochron.io/isochron/internal/sizing"
+)
+
+// The memory placement counts for a crawler's virt-launcher pod beyond its guest
+// (sizing.LauncherOverheadBytes) is what KubeVirt's own code adds to the pod's request for
+// the VMI isochron renders; an SR-IOV RT-NIC adds KubeVirt's 1Gi for VFIO, which
+// placement leaves out (docs/placement.md).
+func TestLauncherOverheadIsKubeVirts(t *testing.T) {
+	const vfio = 1 << 30
+	for name, tc := range variants() {
+		t.Run(name, func(t *testing.T) {
+			s, err := sizing.Size(inventory.Demand(&tc.cvm.Spec), model.DefaultParams())
+			if err != nil {
+				t.Fatal(err)
+			}
+			vmi, err := render.VMI(render.Input{CrawlerVM: tc.cvm, Sizing: s, Node: "rt-node-1", RTBinding: tc.binding, Agent: agent(tc.cvm)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			kv := kvm.NewKvmHypervisorBackend().GetMemoryOverhead(vmi, Architecture, nil)
+			want := kv.Value()
+			if tc.binding == render.BindingSRIOV {
+				want -= vfio
+			}
+			if got := sizing.LauncherOverheadBytes(s); got != want {
+				t.Errorf("LauncherOverheadBytes = %d, KubeVirt's overhead %d (%s)", got, want, kv.String())
+			}
+		})
+	}
+}
