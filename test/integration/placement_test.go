@@ -242,3 +242,36 @@ func ctrlConfig(string) ctrlconfig.Controller {
 	// refuses two controllers of one name in a process.
 	return ctrlconfig.Controller{SkipNameValidation: ptr.To(true)}
 }
+
+// The API server restarts while the leader decides: its watches break, its lease cannot
+// be renewed and it stops leading, as a real manager would before its Deployment restarts
+// it; a fresh replica takes over. Nothing is lost or decided twice: every crawler is
+// placed once or reported unplaceable, no node is oversubscribed, and every placed
+// crawler has one VMI on its node.
+func TestAPIServerRestartLosesNothing(t *testing.T) {
+	ns := namespace(t, "restart")
+	nodes := registerNodes(t, "rs", 8, 16)
+	stopA := replica(t, "restart-a", 4)
+	defer stopA()
+	objs := scale.Mix(ns, "rs", 80, 4)
+	createAll(t, objs)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		p, u, _ := decided(t, ns)
+		if p+u >= 20 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	began := time.Now()
+	if err := env.RestartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kube-apiserver restarted in %s", time.Since(began).Round(time.Second))
+	stopB := replica(t, "restart-b", 4)
+	defer stopB()
+	list := waitDecided(t, ns, len(objs), 3*time.Minute)
+	placed, unplaced, _ := decided(t, ns)
+	t.Logf("%d placed, %d unplaced on %d nodes", placed, unplaced, len(nodes))
+	checkNoOversubscription(t, ns, nodes, list)
+}

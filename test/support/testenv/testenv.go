@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -53,8 +54,20 @@ func Start(root string) (*Env, error) {
 	// A Service per crawler (its probe gateway): envtest's default /24 holds 254 of them;
 	// a /16 holds what the scale tests and the placement benchmark create.
 	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
+	// A directory of our own for the API server's serving certificates, which envtest
+	// keeps across a restart (RestartAPIServer): clients keep trusting the restarted one.
+	certs, err := os.MkdirTemp("", "isochron-apiserver-")
+	if err != nil {
+		return nil, err
+	}
+	e.stop = append(e.stop, func() { _ = os.RemoveAll(certs) })
+	env.ControlPlane.GetAPIServer().CertDir = certs
+	// Stopping drains in-flight requests first: with operator replicas talking to it,
+	// about a minute here, longer than envtest's default wait (RestartAPIServer).
+	env.ControlPlaneStopTimeout = 2 * time.Minute
 	cfg, err := env.Start()
 	if err != nil {
+		e.Stop()
 		return nil, fmt.Errorf("starting the API server: %w", err)
 	}
 	e.stop = append(e.stop, func() { _ = env.Stop() })
@@ -115,6 +128,20 @@ func startControllers(env *envtest.Environment) (func(), error) {
 		_ = log.Close()
 		_ = os.RemoveAll(dir)
 	}, nil
+}
+
+// RestartAPIServer stops kube-apiserver and starts it again on the same etcd, address
+// and certificates, as an upgrade or a crash of the control plane would: watches break,
+// clients retry, informers relist.
+func (e *Env) RestartAPIServer() error {
+	api := e.env.ControlPlane.GetAPIServer()
+	if err := api.Stop(); err != nil {
+		return fmt.Errorf("stopping kube-apiserver: %w", err)
+	}
+	if err := api.Start(); err != nil {
+		return fmt.Errorf("starting kube-apiserver again: %w", err)
+	}
+	return nil
 }
 
 // WriteKubeConfig writes to path a kubeconfig of an administrator named user, for a
