@@ -55,6 +55,7 @@ type options struct {
 	qps, burst               int
 	cpus                     int64
 	manager, root, pprof     string
+	gomemlimit               string
 	timeout, steady          time.Duration
 	skipScheduler            bool
 }
@@ -73,6 +74,7 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 20*time.Minute, "Give up after this long on either side.")
 	flag.DurationVar(&o.steady, "steady", 0, "After convergence, watch the idle manager this long: its API writes and CPU.")
 	flag.BoolVar(&o.skipScheduler, "skip-scheduler", false, "Measure isochron only.")
+	flag.StringVar(&o.gomemlimit, "gomemlimit", "", "The manager's GOMEMLIMIT, as its Deployment sets it (config/manager: 440MiB); empty for none.")
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	if err := run(context.Background(), o); err != nil {
@@ -190,6 +192,10 @@ func runIsochron(ctx context.Context, env *testenv.Env, o options, kc string, no
 		cmd.Args = append(cmd.Args, "--pprof-bind-address="+o.pprof)
 	}
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kc)
+	if o.gomemlimit != "" {
+		// The manager's alone: in the environment it would reach kube-apiserver too.
+		cmd.Env = append(cmd.Env, "GOMEMLIMIT="+o.gomemlimit)
+	}
 	log, err := os.Create(filepath.Join(os.TempDir(), "bench-placement-manager.log"))
 	if err != nil {
 		return result{}, err
