@@ -120,11 +120,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("isochron: %d crawlers decided in %s (%d placed, %d unplaced): %.1f per second; %d violations\n",
-		o.crawlers, iso.took.Round(10*time.Millisecond), iso.placed, iso.unplaced, iso.rate(o.crawlers), len(iso.violations))
-	for _, v := range iso.violations {
-		fmt.Println("  ", v)
-	}
+	iso.print("isochron", o.crawlers, "crawlers", "placed", "unplaced")
 	if o.steady > 0 {
 		fmt.Printf("converged (every VMI created, no write for 5 s) %s after start; then idle for %s: %d API writes, %.3f CPU-seconds (%.2f%% of a CPU); peak RSS %d MiB\n",
 			(iso.converged - 5*time.Second).Round(time.Second), o.steady, iso.steadyWrites, iso.steadyCPU.Seconds(), 100*iso.steadyCPU.Seconds()/o.steady.Seconds(), iso.peakRSS>>20)
@@ -138,11 +134,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("kube-scheduler: %d pods decided in %s (%d bound, %d unschedulable): %.1f per second; %d violations\n",
-		o.crawlers, ks.took.Round(10*time.Millisecond), ks.placed, ks.unplaced, ks.rate(o.crawlers), len(ks.violations))
-	for _, v := range ks.violations {
-		fmt.Println("  ", v)
-	}
+	ks.print("kube-scheduler", o.crawlers, "pods", "bound", "unschedulable")
 	fmt.Printf("\n| crawlers / nodes | client QPS | isochron | kube-scheduler | isochron / kube-scheduler |\n|---|---:|---:|---:|---:|\n")
 	fmt.Printf("| %d / %d | %d | %s (%.0f/s) | %s (%.0f/s) | %.2f |\n", o.crawlers, o.nodes, o.qps,
 		iso.took.Round(10*time.Millisecond), iso.rate(o.crawlers), ks.took.Round(10*time.Millisecond), ks.rate(o.crawlers),
@@ -164,6 +156,30 @@ type result struct {
 }
 
 func (r result) rate(n int) float64 { return float64(n) / r.took.Seconds() }
+
+// startLogged starts cmd with its output in bench-placement-<name>.log in the temporary
+// directory, whose path it returns; stop sends the process signal and waits for it.
+func startLogged(cmd *exec.Cmd, name string, signal os.Signal) (path string, stop func(), err error) {
+	log, err := os.Create(filepath.Join(os.TempDir(), "bench-placement-"+name+".log"))
+	if err != nil {
+		return "", nil, err
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		_ = log.Close()
+		return "", nil, err
+	}
+	return log.Name(), func() { _ = cmd.Process.Signal(signal); _ = cmd.Wait(); _ = log.Close() }, nil
+}
+
+// print says how long side took to decide n objects, and each violation.
+func (r result) print(side string, n int, objects, placed, unplaced string) {
+	fmt.Printf("%s: %d %s decided in %s (%d %s, %d %s): %.1f per second; %d violations\n",
+		side, n, objects, r.took.Round(10*time.Millisecond), r.placed, placed, r.unplaced, unplaced, r.rate(n), len(r.violations))
+	for _, v := range r.violations {
+		fmt.Println("  ", v)
+	}
+}
 
 // runIsochron starts the manager binary and times it to the last crawler decided.
 func runIsochron(ctx context.Context, env *testenv.Env, o options, kc string, nodes []*corev1.Node) (result, error) {
@@ -196,20 +212,15 @@ func runIsochron(ctx context.Context, env *testenv.Env, o options, kc string, no
 		// The manager's alone: in the environment it would reach kube-apiserver too.
 		cmd.Env = append(cmd.Env, "GOMEMLIMIT="+o.gomemlimit)
 	}
-	log, err := os.Create(filepath.Join(os.TempDir(), "bench-placement-manager.log"))
+	start := time.Now()
+	log, stop, err := startLogged(cmd, "manager", syscall.SIGTERM)
 	if err != nil {
 		return result{}, err
 	}
-	defer func() { _ = log.Close() }()
-	cmd.Stdout, cmd.Stderr = log, log
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return result{}, err
-	}
-	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
+	defer stop()
 	last, placed, unplaced, err := watch.wait(o.crawlers, o.timeout)
 	if err != nil {
-		return result{}, fmt.Errorf("isochron: %w (manager log: %s)", err, log.Name())
+		return result{}, fmt.Errorf("isochron: %w (manager log: %s)", err, log)
 	}
 	res := result{took: last.Sub(start), placed: placed, unplaced: unplaced}
 	if calls, err := requests("http://" + metricsAddr + "/metrics"); err == nil {
@@ -293,20 +304,15 @@ leaderElection:
 		return result{}, err
 	}
 	cmd := exec.Command(bin, "--config", cfg, "--secure-port=0")
-	log, err := os.Create(filepath.Join(os.TempDir(), "bench-placement-kube-scheduler.log"))
-	if err != nil {
-		return result{}, err
-	}
-	defer func() { _ = log.Close() }()
-	cmd.Stdout, cmd.Stderr = log, log
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	log, stop, err := startLogged(cmd, "kube-scheduler", os.Kill)
+	if err != nil {
 		return result{}, fmt.Errorf("%w: make %s", err, bin)
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	defer stop()
 	last, placed, unplaced, err := watch.wait(len(pods), o.timeout)
 	if err != nil {
-		return result{}, fmt.Errorf("kube-scheduler: %w (log: %s)", err, log.Name())
+		return result{}, fmt.Errorf("kube-scheduler: %w (log: %s)", err, log)
 	}
 	res := result{took: last.Sub(start), placed: placed, unplaced: unplaced}
 	bound := &corev1.PodList{}

@@ -167,6 +167,19 @@ func checkNoOversubscription(t *testing.T, ns string, nodes []*corev1.Node, list
 	}
 }
 
+// waitSomeDecided waits, a minute at most, until n crawlers of ns are decided.
+func waitSomeDecided(t *testing.T, ns string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		p, u, _ := decided(t, ns)
+		if p+u >= n || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func namespace(t *testing.T, name string) string {
 	t.Helper()
 	if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
@@ -198,14 +211,7 @@ func TestLeaderHandOverUnderConcurrency(t *testing.T) {
 	objs := scale.Mix(ns, "ho", 80, 1)
 	createAll(t, objs)
 	// Let the first leader decide part of the crawlers, then kill it mid-flight.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		p, u, _ := decided(t, ns)
-		if p+u >= 20 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitSomeDecided(t, ns, 20)
 	stopA()
 	stopB := replica(t, "b", 4)
 	defer stopB()
@@ -249,20 +255,13 @@ func ctrlConfig(string) ctrlconfig.Controller {
 // placed once or reported unplaceable, no node is oversubscribed, and every placed
 // crawler has one VMI on its node.
 func TestAPIServerRestartLosesNothing(t *testing.T) {
-	ns := namespace(t, "restart")
+	ns := namespace(t, "apiserver-restart")
 	nodes := registerNodes(t, "rs", 8, 16)
 	stopA := replica(t, "restart-a", 4)
 	defer stopA()
 	objs := scale.Mix(ns, "rs", 80, 4)
 	createAll(t, objs)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		p, u, _ := decided(t, ns)
-		if p+u >= 20 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitSomeDecided(t, ns, 20)
 	began := time.Now()
 	if err := env.RestartAPIServer(); err != nil {
 		t.Fatal(err)

@@ -5,8 +5,6 @@ import (
 
 	"kubevirt.io/kubevirt/pkg/hypervisor/kvm"
 
-	"isochron.io/isochron/internal/inventory"
-	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/sizing"
 )
@@ -19,14 +17,7 @@ func TestLauncherOverheadIsKubeVirts(t *testing.T) {
 	const vfio = 1 << 30
 	for name, tc := range variants() {
 		t.Run(name, func(t *testing.T) {
-			s, err := sizing.Size(inventory.Demand(&tc.cvm.Spec), model.DefaultParams())
-			if err != nil {
-				t.Fatal(err)
-			}
-			vmi, err := render.VMI(render.Input{CrawlerVM: tc.cvm, Sizing: s, Node: "rt-node-1", RTBinding: tc.binding, Agent: agent(tc.cvm)})
-			if err != nil {
-				t.Fatal(err)
-			}
+			s, vmi := tc.render(t)
 			kv := kvm.NewKvmHypervisorBackend().GetMemoryOverhead(vmi, Architecture, nil)
 			want := kv.Value()
 			if tc.binding == render.BindingSRIOV {

@@ -107,6 +107,20 @@ type variant struct {
 	binding render.Binding
 }
 
+// render sizes the variant's crawler and renders its VMI, as the operator would.
+func (v variant) render(t *testing.T) (sizing.Result, *kubevirtv1.VirtualMachineInstance) {
+	t.Helper()
+	s, err := sizing.Size(inventory.Demand(&v.cvm.Spec), model.DefaultParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	vmi, err := render.VMI(render.Input{CrawlerVM: v.cvm, Sizing: s, Node: "rt-node-1", RTBinding: v.binding, Agent: agent(v.cvm)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, vmi
+}
+
 // variants are CrawlerVMs across the API's range, each with its RT-NIC binding.
 func variants() map[string]variant {
 	return map[string]variant{
@@ -134,14 +148,7 @@ func TestRenderedVariantsAreAdmitted(t *testing.T) {
 	cases := variants()
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			s, err := sizing.Size(inventory.Demand(&tc.cvm.Spec), model.DefaultParams())
-			if err != nil {
-				t.Fatal(err)
-			}
-			vmi, err := render.VMI(render.Input{CrawlerVM: tc.cvm, Sizing: s, Node: "rt-node-1", RTBinding: tc.binding, Agent: agent(tc.cvm)})
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, vmi := tc.render(t)
 			admit(t, vmi)
 		})
 	}
