@@ -224,7 +224,7 @@ func runIsochron(ctx context.Context, env *testenv.Env, o options, kc string, no
 	}
 	res := result{took: last.Sub(start), placed: placed, unplaced: unplaced}
 	if calls, err := requests("http://" + metricsAddr + "/metrics"); err == nil {
-		fmt.Printf("manager's API requests when the last crawler was decided: %s\n", calls)
+		fmt.Printf("manager's API requests when the last crawler was decided: %v\n", calls)
 	}
 	list := &isov1.CrawlerVMList{}
 	if err := env.Client.List(ctx, list, client.InNamespace("bench")); err != nil {
@@ -450,37 +450,19 @@ func (w *watch) wait(n int, timeout time.Duration) (time.Time, int, int, error) 
 // writes sums the manager's client requests that write (controller-runtime's
 // rest_client_requests_total for POST, PUT, PATCH and DELETE).
 func writes(url string) (int, error) {
-	resp, err := http.Get(url) //nolint:gosec // the manager's own metrics on loopback
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = resp.Body.Close() }()
+	by, err := requests(url)
 	total := 0
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "rest_client_requests_total{") {
-			continue
-		}
-		for _, m := range []string{`method="POST"`, `method="PUT"`, `method="PATCH"`, `method="DELETE"`} {
-			if strings.Contains(line, m) {
-				v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-				if err != nil {
-					return 0, err
-				}
-				total += int(v)
-			}
-		}
+	for _, m := range []string{"POST", "PUT", "PATCH", "DELETE"} {
+		total += int(by[m])
 	}
-	return total, sc.Err()
+	return total, err
 }
 
-// requests is the manager's client requests so far, by method.
-func requests(url string) (string, error) {
+// requests is the manager's client requests so far, by method (rest_client_requests_total).
+func requests(url string) (map[string]float64, error) {
 	resp, err := http.Get(url) //nolint:gosec // the manager's own metrics on loopback
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer func() { _ = resp.Body.Close() }()
 	by := map[string]float64{}
@@ -488,22 +470,19 @@ func requests(url string) (string, error) {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "rest_client_requests_total{") {
-			continue
-		}
 		i := strings.Index(line, `method="`)
-		if i < 0 {
+		if !strings.HasPrefix(line, "rest_client_requests_total{") || i < 0 {
 			continue
 		}
-		m := line[i+8:]
+		m := line[i+len(`method="`):]
 		m = m[:strings.IndexByte(m, '"')]
 		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		by[m] += v
 	}
-	return fmt.Sprint(by), sc.Err()
+	return by, sc.Err()
 }
 
 // quiesce waits until the manager has made no API write for 5 s, and returns its write
