@@ -24,6 +24,7 @@ import (
 	"isochron.io/isochron/internal/inventory"
 	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/render"
+	"isochron.io/isochron/internal/rtnet"
 	"isochron.io/isochron/internal/sizing"
 	"isochron.io/isochron/internal/slo"
 	"isochron.io/isochron/test/support/kubelet"
@@ -453,7 +454,7 @@ func TestVMIRenderedByAnEarlierReleaseSurvives(t *testing.T) {
 	// v0.1.0 wrote.
 	legacy := func(v *kubevirtv1.VirtualMachineInstance, edit func(*kubevirtv1.VirtualMachineInstance)) {
 		t.Helper()
-		class := render.DSCPForDeadline(c.Spec.RTNIC.Deadline.Duration)
+		class := rtnet.ForDeadline(c.Spec.RTNIC.Deadline.Duration, 0).DSCP
 		old := testcases.RenderedByV010(v, c, render.MAC(c), class.Name, class.Value)
 		if edit != nil {
 			edit(old)

@@ -59,11 +59,11 @@ func (s *nodeState) message(w *Workload, objective float64, pr Prediction, head 
 		detail = fmt.Sprintf("RT-NICs on the node need %s of the NIC's %s", fmtBPS(s.nic.sumBandwidth), fmtBPS(s.nic.capacity))
 		action = "lower spec.rtNIC.minBandwidth or move a crawler"
 	case CauseNICDeadline:
-		detail = fmt.Sprintf("worst-case RT-NIC delay %s against the %s deadline (%s bits of %s with deadlines up to it at %s)",
+		detail = fmt.Sprintf("worst-case RT-NIC delay %s against the %s deadline (%s bits of %s in its class or earlier at %s)",
 			FormatError(nic.delay), FormatError(nic.deadline), fmtInt(int64(nic.backlogBits)), plural(int64(nic.flows), "flow"), fmtBPS(s.nic.linkRate))
 		action = "lengthen the deadline or move a crawler with a shorter one"
 		if nic.feasible {
-			action = fmt.Sprintf("lower spec.rtNIC.minBandwidth of the flows with deadlines up to %s or move one of them", FormatError(nic.deadline))
+			action = fmt.Sprintf("lower spec.rtNIC.minBandwidth of the flows in the class of the %s deadline or earlier, or move one of them", FormatError(nic.deadline))
 		}
 	}
 	pct := "p" + strconv.FormatFloat(objective, 'f', -1, 64)

@@ -145,6 +145,9 @@ type NICFlow struct {
 	Deadline time.Duration
 	// MinBandwidthBitsPerSecond is the bandwidth the flow is guaranteed.
 	MinBandwidthBitsPerSecond int64
+	// Raise is how many classes the NIC agent's feedback raised the flow above its
+	// deadline's class (rtnet.ForDeadline).
+	Raise int
 }
 
 // Workload is one crawler VM as the model sees it.

@@ -46,6 +46,11 @@ func crawlers(n int, rps int32) []Workload {
 	return ws
 }
 
+func raised(w Workload, steps int) Workload {
+	w.NIC.Raise = steps
+	return w
+}
+
 func withNIC(w Workload, deadline time.Duration, bps int64) Workload {
 	w.NIC = &NICFlow{Deadline: deadline, MinBandwidthBitsPerSecond: bps}
 	return w
@@ -248,6 +253,29 @@ func TestNIC(t *testing.T) {
 				"bms/b": {CauseNICDeadline, true, 5012 * us},
 			},
 		},
+		"a longer deadline in the same class delays a shorter one (deadline-monotonic classes, not EDF)": {
+			// 2 ms and 5 ms are both EF: a counts b's 50 Mbit/s × 2 ms too:
+			// (50 + 50) Mbit/s × 2 ms + 12,000 bits = 212,000 bits at 1 Gbit/s.
+			ws: []Workload{
+				withNIC(crawler("bms/a", 100, 1), 2*ms, 50_000_000),
+				withNIC(crawler("bms/b", 100, 1), 5*ms, 50_000_000),
+			},
+			want: map[string]nicVerdict{
+				"bms/a": {CauseHostIO, true, 212 * us},
+				"bms/b": {CauseHostIO, true, 512 * us},
+			},
+		},
+		"a flow the agent's feedback raised a class is served with the earlier class": {
+			// b (10 ms, AF41) raised one step is EF beside a: a counts b's burst over 2 ms.
+			ws: []Workload{
+				withNIC(crawler("bms/a", 100, 1), 2*ms, 50_000_000),
+				raised(withNIC(crawler("bms/b", 100, 1), 10*ms, 50_000_000), 1),
+			},
+			want: map[string]nicVerdict{
+				"bms/a": {CauseHostIO, true, 212 * us},
+				"bms/b": {CauseNICDeadline, true, 1012 * us},
+			},
+		},
 		"a flow's own requests are its burst when they exceed its bandwidth": {
 			// 1,000 requests/s × 5 ms = 5 requests of 16,000 bits, over 1 Mbit/s × 5 ms.
 			ws: []Workload{withNIC(crawler("bms/a", 1000, 4), 5*ms, 1_000_000)},
@@ -307,7 +335,7 @@ func TestMessages(t *testing.T) {
 		},
 		"nic-deadline names the backlog": {
 			node: bmsHost(), ws: []Workload{withNIC(crawler("bms/a", 100, 1), ms, 995_000_000)},
-			want: "worst-case RT-NIC delay 1.007ms against the 1ms deadline (995,000 bits of 1 flow with deadlines up to it at 1 Gbit/s): infeasible although the p99.999 error 2.018ms is within the 10ms tolerance; lengthen the deadline or move a crawler with a shorter one",
+			want: "worst-case RT-NIC delay 1.007ms against the 1ms deadline (995,000 bits of 1 flow in its class or earlier at 1 Gbit/s): infeasible although the p99.999 error 2.018ms is within the 10ms tolerance; lengthen the deadline or move a crawler with a shorter one",
 		},
 		"nic-bandwidth names the sum and the capacity": {
 			node: bmsHost(), ws: []Workload{withNIC(crawler("bms/a", 100, 1), ms, 1_500_000_000)},

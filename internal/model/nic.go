@@ -3,19 +3,23 @@ package model
 import (
 	"math"
 	"time"
+
+	"isochron.io/isochron/internal/rtnet"
 )
 
-// nicState is the RT-NIC schedule of a node: strict priority by deadline (the RTvNIC
-// study's EDF and DSCP marking), within each flow's guaranteed bandwidth.
+// nicState is the RT-NIC schedule of a node as the NIC agent programs it on the uplink:
+// strict priority by class, each flow in the class of its deadline (rtnet.ForDeadline,
+// deadline-monotonic: the RTvNIC study's EDF in a few classes), within each flow's
+// guaranteed bandwidth, best-effort traffic last.
 //
 // Bandwidth: the flows' minimum bandwidths must fit the NIC capacity, or no flow's
 // guarantee holds (every RT-NIC workload is infeasible, "nic-bandwidth").
 //
-// Deadline: a packet of flow i can find ahead of it everything that flows with a
-// deadline no longer than its own may send within its deadline, plus one best-effort
-// packet already on the wire (non-preemptive):
+// Deadline: a packet of flow i can find ahead of it everything that flows of its class
+// or an earlier one may send within its deadline, plus one best-effort packet already on
+// the wire (non-preemptive):
 //
-//	d_i = (Σ_{j: D_j ≤ D_i} b_j(D_i) + L_BE) / C_link
+//	d_i = (Σ_{j: class_j ≤ class_i} b_j(D_i) + L_BE) / C_link
 //	b_j(D) = max(RequestBits × ⌈rps_j × D⌉, minBandwidth_j × D)
 //
 // b_j(D) is flow j's burst over a window D: its requests in that window, or what its
@@ -31,6 +35,7 @@ type nicState struct {
 // nicFlow is a flow with a deadline, for the schedule.
 type nicFlow struct {
 	idx           int
+	rank          int
 	deadline, rps float64
 	bandwidth     float64
 }
@@ -79,7 +84,7 @@ func (s *nicState) build(p Params, ws []Workload) {
 		s.sumBandwidth += bw
 		s.figures[i] = nicFigures{has: true, feasible: true, cause: CauseNICDeadline, deadline: w.NIC.Deadline}
 		if w.NIC.Deadline > 0 {
-			flows = append(flows, nicFlow{idx: i, deadline: w.NIC.Deadline.Seconds(),
+			flows = append(flows, nicFlow{idx: i, rank: rtnet.ForDeadline(w.NIC.Deadline, w.NIC.Raise).Rank, deadline: w.NIC.Deadline.Seconds(),
 				rps: math.Max(0, float64(w.RPS)), bandwidth: bw})
 		}
 	}
@@ -92,9 +97,10 @@ func (s *nicState) build(p Params, ws []Workload) {
 		}
 		return
 	}
-	// A stable insertion sort by deadline: a few flows, and no allocation.
+	// An insertion sort by class, then by what the sum adds (so that the sum does not
+	// depend on the order of ws): a few flows, and no allocation.
 	for a := 1; a < len(flows); a++ {
-		for b := a; b > 0 && flows[b].deadline < flows[b-1].deadline; b-- {
+		for b := a; b > 0 && flows[b].before(flows[b-1]); b-- {
 			flows[b], flows[b-1] = flows[b-1], flows[b]
 		}
 	}
@@ -103,7 +109,7 @@ func (s *nicState) build(p Params, ws []Workload) {
 		d := flows[a].deadline
 		backlog, n := 0.0, 0
 		for b := range flows {
-			if flows[b].deadline > d {
+			if flows[b].rank > flows[a].rank {
 				break
 			}
 			backlog += math.Max(reqBits*math.Ceil(flows[b].rps*d), flows[b].bandwidth*d)
@@ -114,6 +120,19 @@ func (s *nicState) build(p Params, ws []Workload) {
 		f.delay, f.backlogBits, f.flows = seconds(delay), backlog, n
 		f.feasible = delay <= d
 	}
+}
+
+// before orders flows by class, then by deadline, rate and bandwidth.
+func (f nicFlow) before(g nicFlow) bool {
+	switch {
+	case f.rank != g.rank:
+		return f.rank < g.rank
+	case f.deadline != g.deadline:
+		return f.deadline < g.deadline
+	case f.rps != g.rps:
+		return f.rps < g.rps
+	}
+	return f.bandwidth < g.bandwidth
 }
 
 func (s *nicState) flow(i int) nicFigures {

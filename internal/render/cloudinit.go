@@ -3,6 +3,8 @@ package render
 import (
 	"fmt"
 	"strings"
+
+	"isochron.io/isochron/internal/rtnet"
 )
 
 // mimeBoundary separates the parts of a combined user-data document. It is fixed so the
@@ -12,7 +14,7 @@ const mimeBoundary = "==isochron-5f1d=="
 // marking is the DSCP class the agent sets on the RT-NIC's traffic.
 type marking struct {
 	mac   string
-	class DSCPClass
+	class rtnet.DSCP
 }
 
 // agentScript starts isochron's probe agent in the guest, as cloud-init runs it: it

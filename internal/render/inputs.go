@@ -19,6 +19,7 @@ import (
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/model"
+	"isochron.io/isochron/internal/rtnet"
 	"isochron.io/isochron/internal/sizing"
 )
 
@@ -177,7 +178,7 @@ func observedInputs(vmi *kubevirtv1.VirtualMachineInstance, cvm *isov1.CrawlerVM
 	for _, n := range spec.Networks {
 		nic := cvm.Spec.RTNIC
 		if n.Name == NetworkRT && n.Multus != nil && nic != nil && mac == MAC(cvm) && n.Multus.NetworkName == nic.NetworkName &&
-			strings.Contains(data, fmt.Sprintf("# isochron: DSCP %s (%d) on the RT-NIC %s\n", DSCPForDeadline(nic.Deadline.Duration).Name, DSCPForDeadline(nic.Deadline.Duration).Value, mac)) {
+			strings.Contains(data, fmt.Sprintf("# isochron: DSCP %s (%d) on the RT-NIC %s\n", rtnet.ForDeadline(nic.Deadline.Duration, 0).DSCP.Name, rtnet.ForDeadline(nic.Deadline.Duration, 0).DSCP.Value, mac)) {
 			// The deadline shows in the VMI only as the DSCP class of isochron's part, and
 			// the bandwidth not at all (it counts in placement): with the class and the
 			// network as rendered, the RT-NIC is.

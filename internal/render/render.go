@@ -16,6 +16,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/rtnet"
 	"isochron.io/isochron/internal/sizing"
 )
 
@@ -136,7 +137,7 @@ func VMI(in Input) (*kubevirtv1.VirtualMachineInstance, error) {
 			Name:          NetworkRT,
 			NetworkSource: kubevirtv1.NetworkSource{Multus: &kubevirtv1.MultusNetwork{NetworkName: nic.NetworkName}},
 		})
-		mark = &marking{mac: iface.MacAddress, class: DSCPForDeadline(nic.Deadline.Duration)}
+		mark = &marking{mac: iface.MacAddress, class: rtnet.ForDeadline(nic.Deadline.Duration, 0).DSCP}
 	}
 	var ours string
 	if a := in.Agent; a != nil {

@@ -18,6 +18,7 @@ import (
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/inventory"
 	"isochron.io/isochron/internal/model"
+	"isochron.io/isochron/internal/rtnet"
 	"isochron.io/isochron/internal/sizing"
 	"isochron.io/isochron/test/support/testcases"
 )
@@ -193,9 +194,9 @@ func TestCompare(t *testing.T) {
 	}
 	// v010 is the VMI v0.1.0 rendered for c.
 	v010 := func(c *isov1.CrawlerVM, b Binding) *kubevirtv1.VirtualMachineInstance {
-		class := DSCPClass{}
+		class := rtnet.DSCP{}
 		if c.Spec.RTNIC != nil {
-			class = DSCPForDeadline(c.Spec.RTNIC.Deadline.Duration)
+			class = rtnet.ForDeadline(c.Spec.RTNIC.Deadline.Duration, 0).DSCP
 		}
 		return testcases.RenderedByV010(rendered(c, b), c, MAC(c), class.Name, class.Value)
 	}
@@ -300,18 +301,6 @@ func TestLargestAcceptedUserDataFits(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("user data: %d bytes of KubeVirt's %d", len(vmi.Spec.Volumes[len(vmi.Spec.Volumes)-1].CloudInitNoCloud.UserData), maxKubeVirtUserData)
-}
-
-func TestDSCPForDeadline(t *testing.T) {
-	cases := map[time.Duration]string{
-		time.Millisecond: "EF", 5 * time.Millisecond: "EF", 5*time.Millisecond + 1: "AF41",
-		20 * time.Millisecond: "AF41", 100 * time.Millisecond: "AF31", time.Second: "AF21",
-	}
-	for d, want := range cases {
-		if got := DSCPForDeadline(d).Name; got != want {
-			t.Errorf("DSCPForDeadline(%v) = %s, want %s", d, got, want)
-		}
-	}
 }
 
 func TestMACIsLocallyAdministeredUnicast(t *testing.T) {
