@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/inventory"
@@ -56,6 +57,8 @@ type CrawlerVMReconciler struct {
 	// minMoveInterval is the least time between two moves of one crawler under
 	// onRefuted Replace.
 	minMoveInterval time.Duration
+	// apiPollInterval is how often an optional API the operator waits for is looked for.
+	apiPollInterval time.Duration
 
 	metrics *metrics
 	// ledger holds every crawler's reservation; decisions read it, not the API server,
@@ -90,6 +93,12 @@ func WithMinMoveInterval(d time.Duration) Option {
 	return func(r *CrawlerVMReconciler) { r.minMoveInterval = d }
 }
 
+// WithAPIPollInterval sets how often the operator asks whether an optional API it waits
+// for is served (default DefaultAPIPollInterval).
+func WithAPIPollInterval(d time.Duration) Option {
+	return func(r *CrawlerVMReconciler) { r.apiPollInterval = d }
+}
+
 // WithRegistry registers the reconciler's metrics on reg instead of the manager's metrics
 // endpoint (controller-runtime's registry), as when a test runs several replicas in one
 // process.
@@ -100,14 +109,15 @@ func WithRegistry(reg prometheus.Registerer) Option {
 // NewCrawlerVMReconciler is the reconciler wired to mgr's clients.
 func NewCrawlerVMReconciler(mgr ctrl.Manager, opts ...Option) *CrawlerVMReconciler {
 	r := &CrawlerVMReconciler{
-		Client:      mgr.GetClient(),
-		APIReader:   mgr.GetAPIReader(),
-		Recorder:    mgr.GetEventRecorderFor(isov1.ManagedBy),
-		concurrency: 1,
-		probes:      slo.DefaultOptions(slo.DefaultImage),
-		clock:       clock.RealClock{},
-		registry:    ctrlmetrics.Registry,
-		ledger:      placement.NewLedger(),
+		Client:          mgr.GetClient(),
+		APIReader:       mgr.GetAPIReader(),
+		Recorder:        mgr.GetEventRecorderFor(isov1.ManagedBy),
+		concurrency:     1,
+		probes:          slo.DefaultOptions(slo.DefaultImage),
+		clock:           clock.RealClock{},
+		apiPollInterval: DefaultAPIPollInterval,
+		registry:        ctrlmetrics.Registry,
+		ledger:          placement.NewLedger(),
 
 		minMoveInterval: slo.DefaultMinMoveInterval,
 	}
@@ -235,12 +245,36 @@ func (r *CrawlerVMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		b = b.Watches(t.object, enqueueCrawlers{r: r, wakes: t.wakes}, opts...)
 	}
-	return b.WithOptions(controller.Options{
+	// Multus' API appearing after the operator started wakes the crawlers that waited
+	// for it (optionalAPI).
+	apiServed := make(chan event.GenericEvent, 1)
+	b = b.WatchesRawSource(source.Channel(apiServed, enqueueCrawlers{r: r, wakes: withRTNIC}))
+	ctl, err := b.WithOptions(controller.Options{
 		// Decisions are serialised by r.decide; leader election keeps one replica.
 		MaxConcurrentReconciles: max(1, r.concurrency),
 	}).
 		Named("crawlervm").
-		Complete(r)
+		Build(r)
+	if err != nil {
+		return err
+	}
+	// A crawler's RT network appearing or changing (bridge or SR-IOV binding), watched
+	// once the cluster serves Multus' API: isochron runs without Multus, and crawlers
+	// with an RT-NIC say that it is missing (rtBinding).
+	nad := &nadv1.NetworkAttachmentDefinition{}
+	return mgr.Add(&optionalAPI{
+		gvk: nadv1.SchemeGroupVersion.WithKind("NetworkAttachmentDefinition"), mapper: mgr.GetRESTMapper(), every: r.apiPollInterval,
+		log: mgr.GetLogger().WithName("optional-api"),
+		served: func(_ context.Context, waited bool) error {
+			if err := ctl.Watch(source.Kind[client.Object](mgr.GetCache(), nad, enqueueCrawlers{r: r, wakes: usingNetwork})); err != nil {
+				return fmt.Errorf("watching NetworkAttachmentDefinitions: %w", err)
+			}
+			if waited {
+				wake(apiServed, nad)
+			}
+			return nil
+		},
+	})
 }
 
 // trigger is a change elsewhere in the cluster that makes crawlers reconcile again, and
@@ -286,8 +320,6 @@ func (r *CrawlerVMReconciler) triggers() []trigger {
 		// kube-scheduler judging a crawler's virt-launcher pod (Unschedulable: something
 		// took what its reservation counted on).
 		{object: &corev1.Pod{}, on: launcherScheduling, wakes: launcherCrawler},
-		// A crawler's RT network appearing or changing (bridge or SR-IOV binding).
-		{object: &nadv1.NetworkAttachmentDefinition{}, wakes: usingNetwork},
 	}
 }
 

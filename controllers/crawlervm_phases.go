@@ -219,12 +219,16 @@ func (r *CrawlerVMReconciler) runVMI(ctx context.Context, cvm *isov1.CrawlerVM, 
 		return nil, nil
 	}
 	binding, err := r.rtBinding(ctx, cvm)
-	if err != nil {
-		if apierrors.IsNotFound(err) {
-			setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonRTNetworkNotFound,
-				fmt.Sprintf("spec.rtNIC.networkName: NetworkAttachmentDefinition %s not found; create it or fix the name", render.NetworkKey(cvm)))
-			return nil, nil
-		}
+	switch {
+	case apierrors.IsNotFound(err):
+		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonRTNetworkNotFound,
+			fmt.Sprintf("spec.rtNIC.networkName: NetworkAttachmentDefinition %s not found; create it or fix the name", render.NetworkKey(cvm)))
+		return nil, nil
+	case apimeta.IsNoMatchError(err):
+		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonMultusNotInstalled,
+			fmt.Sprintf("spec.rtNIC needs Multus, and this cluster does not serve its NetworkAttachmentDefinition API (%s): install Multus, or remove spec.rtNIC; the crawler starts once the API is served", nadv1.SchemeGroupVersion))
+		return nil, nil
+	case err != nil:
 		return nil, err
 	}
 	in := render.Input{CrawlerVM: cvm, Sizing: size.Sizing, Node: held.Node, RTBinding: binding,

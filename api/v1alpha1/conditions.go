@@ -66,6 +66,9 @@ const (
 	ReasonLauncherUnschedulable = "LauncherUnschedulable"
 	// ReasonRTNetworkNotFound: spec.rtNIC.networkName names no NetworkAttachmentDefinition.
 	ReasonRTNetworkNotFound = "RTNetworkNotFound"
+	// ReasonMultusNotInstalled: the crawler has an RT-NIC and the cluster does not serve
+	// Multus' NetworkAttachmentDefinition API; the crawler starts once it does.
+	ReasonMultusNotInstalled = "MultusNotInstalled"
 	// ReasonInvalid: the VMI cannot be rendered from the spec, or a VMI of the crawler's
 	// name exists that this CrawlerVM does not own.
 	ReasonInvalid = "Invalid"

@@ -33,21 +33,49 @@ type Env struct {
 	Client client.Client
 	env    *envtest.Environment
 	stop   []func()
+	root   string
+}
+
+// The optional third-party APIs: isochron runs without them, and Start installs them
+// unless told otherwise (Without).
+const (
+	Multus             = "multus"
+	PrometheusOperator = "prometheus-operator"
+)
+
+// Option changes what Start starts.
+type Option func(*options)
+
+type options struct{ without map[string]bool }
+
+// Without leaves out the CRDs of the named optional APIs (Multus, PrometheusOperator),
+// as in a cluster that lacks them; Install adds them later.
+func Without(apis ...string) Option {
+	return func(o *options) {
+		for _, a := range apis {
+			o.without[a] = true
+		}
+	}
 }
 
 // Start starts the control plane; root is the repository root.
-func Start(root string) (*Env, error) {
+func Start(root string, opts ...Option) (*Env, error) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		return nil, fmt.Errorf("KUBEBUILDER_ASSETS is not set: run these tests with `make test-integration`, which builds kube-apiserver and etcd into bin/")
 	}
-	e := &Env{Scheme: controllers.Scheme()}
+	o := options{without: map[string]bool{}}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	e := &Env{Scheme: controllers.Scheme(), root: root}
+	crds := []string{filepath.Join(root, "config", "crd", "bases"), filepath.Join(root, "config", "thirdparty", "kubevirt")}
+	for _, api := range []string{Multus, PrometheusOperator} {
+		if !o.without[api] {
+			crds = append(crds, filepath.Join(root, "config", "thirdparty", api))
+		}
+	}
 	env := &envtest.Environment{
-		CRDDirectoryPaths: []string{
-			filepath.Join(root, "config", "crd", "bases"),
-			filepath.Join(root, "config", "thirdparty", "kubevirt"),
-			filepath.Join(root, "config", "thirdparty", "multus"),
-			filepath.Join(root, "config", "thirdparty", "prometheus-operator"),
-		},
+		CRDDirectoryPaths:     crds,
 		ErrorIfCRDPathMissing: true,
 		Scheme:                e.Scheme,
 	}
@@ -83,6 +111,15 @@ func Start(root string) (*Env, error) {
 	}
 	e.stop = append(e.stop, stopGC)
 	return e, nil
+}
+
+// Install installs the CRDs of an optional API that Start left out, as an administrator
+// installing it later would, and waits until the API server serves them.
+func (e *Env) Install(api string) error {
+	_, err := envtest.InstallCRDs(e.Config, envtest.CRDInstallOptions{
+		Paths: []string{filepath.Join(e.root, "config", "thirdparty", api)}, ErrorIfPathMissing: true,
+	})
+	return err
 }
 
 // Stop stops everything Start started.
