@@ -59,6 +59,8 @@ type CrawlerVMReconciler struct {
 	minMoveInterval time.Duration
 	// apiPollInterval is how often an optional API the operator waits for is looked for.
 	apiPollInterval time.Duration
+	// sharedNetworks are the namespaces whose RT networks every namespace may use.
+	sharedNetworks []string
 
 	metrics *metrics
 	// ledger holds every crawler's reservation; decisions read it, not the API server,
@@ -97,6 +99,13 @@ func WithMinMoveInterval(d time.Duration) Option {
 // for is served (default DefaultAPIPollInterval).
 func WithAPIPollInterval(d time.Duration) Option {
 	return func(r *CrawlerVMReconciler) { r.apiPollInterval = d }
+}
+
+// WithSharedNetworkNamespaces lets crawlers of every namespace use the RT networks of
+// namespaces (Multus' globalNamespaces); otherwise a crawler uses only its own
+// namespace's (render.NetworkAllowed).
+func WithSharedNetworkNamespaces(namespaces []string) Option {
+	return func(r *CrawlerVMReconciler) { r.sharedNetworks = namespaces }
 }
 
 // WithRegistry registers the reconciler's metrics on reg instead of the manager's metrics

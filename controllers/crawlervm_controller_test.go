@@ -260,6 +260,25 @@ func TestMissingRTNetworkIsReportedUntilCreated(t *testing.T) {
 	waitForVMI(t, client.ObjectKey{Namespace: ns, Name: "netless"}, func(*kubevirtv1.VirtualMachineInstance) bool { return true })
 }
 
+func TestAnotherNamespacesNetworkIsRefused(t *testing.T) {
+	ctx := context.Background()
+	ns, owner := namespace(t), namespace(t)
+	createNode(t, rtNode("tenancy-1", "it", "tenancy"), 8)
+	createNAD(t, owner, "rt-net")
+	// The API server of this suite has no admission policy (config/default's refuses it
+	// at admission: test/deploy): the operator refuses it too.
+	c := crawler(ns, "borrower", withSelector("it", "tenancy"), withRTNIC(owner+"/rt-net"))
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	waitForCrawler(t, c, "Ready=False RTNetworkNotAllowed", func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionReady, metav1.ConditionFalse, isov1.ReasonRTNetworkNotAllowed)
+	})
+	if get(t, &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "borrower"}}) {
+		t.Error("a VMI joins another namespace's RT network")
+	}
+}
+
 func TestPlacementNeverOversubscribesANode(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)

@@ -218,6 +218,10 @@ func (r *CrawlerVMReconciler) runVMI(ctx context.Context, cvm *isov1.CrawlerVM, 
 	if !ok {
 		return nil, nil
 	}
+	if err := render.NetworkAllowed(cvm, r.sharedNetworks); err != nil {
+		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonRTNetworkNotAllowed, err.Error())
+		return nil, nil
+	}
 	binding, err := r.rtBinding(ctx, cvm)
 	switch {
 	case apierrors.IsNotFound(err):

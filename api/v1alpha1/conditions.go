@@ -66,6 +66,9 @@ const (
 	ReasonLauncherUnschedulable = "LauncherUnschedulable"
 	// ReasonRTNetworkNotFound: spec.rtNIC.networkName names no NetworkAttachmentDefinition.
 	ReasonRTNetworkNotFound = "RTNetworkNotFound"
+	// ReasonRTNetworkNotAllowed: spec.rtNIC.networkName names a network of another
+	// namespace that an administrator does not share.
+	ReasonRTNetworkNotAllowed = "RTNetworkNotAllowed"
 	// ReasonMultusNotInstalled: the crawler has an RT-NIC and the cluster does not serve
 	// Multus' NetworkAttachmentDefinition API; the crawler starts once it does.
 	ReasonMultusNotInstalled = "MultusNotInstalled"

@@ -6,9 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -23,7 +25,7 @@ func main() {
 	var metricsAddr, probeAddr, pprofAddr string
 	var leaderElect, secureMetrics, enableHTTP2 bool
 	var concurrency, qps, burst int
-	var probeImage, probeCPU, leaderElectionNamespace string
+	var probeImage, probeCPU, leaderElectionNamespace, sharedNetworks string
 	var probeGrace, probeTTL, minMoveInterval time.Duration
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address of the metrics endpoint (\"0\" disables it).")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
@@ -39,6 +41,7 @@ func main() {
 	flag.DurationVar(&probeGrace, "probe-grace", 5*time.Minute, "Time a probe Job gets beyond spec.probe.duration to start and report before it is failed as timed out.")
 	flag.DurationVar(&probeTTL, "probe-ttl", time.Hour, "How long finished probe Jobs and their pods (with logs) are kept.")
 	flag.StringVar(&probeCPU, "probe-cpu", slo.DefaultCPU.String(), "CPU request and limit of the probe pods (Guaranteed). A whole number gets exclusive CPUs under the static CPU Manager; a fraction (e.g. 200m) runs on the shared pool, for nodes too small to spare a CPU.")
+	flag.StringVar(&sharedNetworks, "shared-network-namespaces", "", "Comma-separated namespaces whose RT networks (NetworkAttachmentDefinitions) CrawlerVMs of every namespace may use, as Multus' globalNamespaces; a crawler may always use its own namespace's. config/default sets it from the ConfigMap isochron-networks, which its ValidatingAdmissionPolicy reads too.")
 	flag.DurationVar(&minMoveInterval, "min-move-interval", slo.DefaultMinMoveInterval, "Least time between two moves of one crawler that probes refute under spec.placement.onRefuted Replace; each move restarts its guest.")
 	opts := zap.Options{Development: false}
 	opts.BindFlags(flag.CommandLine)
@@ -55,6 +58,11 @@ func main() {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 	cpu, err := parseProbeCPU(probeCPU)
+	if err != nil {
+		setupLog.Error(err, "Invalid flag")
+		os.Exit(1)
+	}
+	shared, err := parseNamespaces(sharedNetworks)
 	if err != nil {
 		setupLog.Error(err, "Invalid flag")
 		os.Exit(1)
@@ -77,7 +85,7 @@ func main() {
 	}
 	r := controllers.NewCrawlerVMReconciler(mgr, controllers.WithConcurrency(concurrency),
 		controllers.WithProbes(slo.Options{Image: probeImage, Grace: probeGrace, TTL: probeTTL, CPU: cpu}),
-		controllers.WithMinMoveInterval(minMoveInterval))
+		controllers.WithMinMoveInterval(minMoveInterval), controllers.WithSharedNetworkNamespaces(shared))
 	if err := r.SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Unable to set up controller", "controller", "CrawlerVM")
 		os.Exit(1)
@@ -107,4 +115,21 @@ func parseProbeCPU(s string) (resource.Quantity, error) {
 		return q, fmt.Errorf("--probe-cpu=%q must be positive (e.g. 1, or 200m on a small test node)", s)
 	}
 	return q, nil
+}
+
+// parseNamespaces reads --shared-network-namespaces: namespace names separated by commas
+// (spaces around them ignored, as the ValidatingAdmissionPolicy ignores them).
+func parseNamespaces(s string) ([]string, error) {
+	var out []string
+	for _, n := range strings.Split(s, ",") {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			continue
+		}
+		if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
+			return nil, fmt.Errorf("--shared-network-namespaces: %q is not a namespace name: %s", n, strings.Join(errs, "; "))
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }

@@ -1,6 +1,8 @@
 package render
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
@@ -28,4 +30,28 @@ func NetworkKey(cvm *isov1.CrawlerVM) types.NamespacedName {
 		return types.NamespacedName{Namespace: cvm.Namespace, Name: ns}
 	}
 	return types.NamespacedName{Namespace: ns, Name: name}
+}
+
+// NetworkAllowed refuses an RT network in another namespace than the crawler's unless
+// an administrator shares that namespace's networks with every namespace (shared, the
+// manager's --shared-network-namespaces: Multus' globalNamespaces under its namespace
+// isolation). config/default's ValidatingAdmissionPolicy refuses the same at admission;
+// this catches what was applied before it or without it.
+func NetworkAllowed(cvm *isov1.CrawlerVM, shared []string) error {
+	if cvm.Spec.RTNIC == nil {
+		return nil
+	}
+	key := NetworkKey(cvm)
+	if key.Namespace == cvm.Namespace || slices.Contains(shared, key.Namespace) {
+		return nil
+	}
+	return fmt.Errorf("spec.rtNIC.networkName: NetworkAttachmentDefinition %s is in namespace %s, and a CrawlerVM may use only the networks of its own namespace (%s) and of the namespaces an administrator shares (%s); create the network in %s, or have %s added to the shared namespaces",
+		key, key.Namespace, cvm.Namespace, sharedList(shared), cvm.Namespace, key.Namespace)
+}
+
+func sharedList(shared []string) string {
+	if len(shared) == 0 {
+		return "none"
+	}
+	return strings.Join(shared, ", ")
 }

@@ -309,3 +309,34 @@ func TestMACIsLocallyAdministeredUnicast(t *testing.T) {
 		t.Errorf("MAC() = %q", mac)
 	}
 }
+
+func TestNetworkAllowed(t *testing.T) {
+	network := func(name string) cvmOption {
+		return func(c *isov1.CrawlerVM) { withRTNIC(5 * time.Millisecond)(c); c.Spec.RTNIC.NetworkName = name }
+	}
+	cases := map[string]struct {
+		c      *isov1.CrawlerVM
+		shared []string
+		// refused is a part of the error, "" for none.
+		refused string
+	}{
+		"no RT-NIC":                              {c: crawler()},
+		"a bare name is the crawler's namespace": {c: crawler(network("rt-net"))},
+		"its own namespace, named":               {c: crawler(network("bms/rt-net"))},
+		"a shared namespace":                     {c: crawler(network("rt-shared/net")), shared: []string{"kube-system", "rt-shared"}},
+		"another tenant's network": {c: crawler(network("other/rt-net")), shared: []string{"rt-shared"},
+			refused: "spec.rtNIC.networkName: NetworkAttachmentDefinition other/rt-net is in namespace other, and a CrawlerVM may use only the networks of its own namespace (bms) and of the namespaces an administrator shares (rt-shared); create the network in bms, or have other added to the shared namespaces"},
+		"nothing shared": {c: crawler(network("other/rt-net")), refused: "shares (none)"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := NetworkAllowed(tc.c, tc.shared)
+			switch {
+			case tc.refused == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.refused != "" && (err == nil || !strings.Contains(err.Error(), tc.refused)):
+				t.Errorf("error = %v, want it to contain %q", err, tc.refused)
+			}
+		})
+	}
+}

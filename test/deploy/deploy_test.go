@@ -135,7 +135,8 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 	for _, o := range def {
 		kinds[o.GetKind()] = true
 	}
-	for _, k := range []string{"CustomResourceDefinition", "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "ServiceMonitor", "PodMonitor", "PrometheusRule", "ConfigMap"} {
+	for _, k := range []string{"CustomResourceDefinition", "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "ServiceMonitor", "PodMonitor", "PrometheusRule", "ConfigMap",
+		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
 		if !kinds[k] {
 			t.Errorf("config/default has no %s", k)
 		}
@@ -220,6 +221,44 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 			if !strings.Contains(body, want) {
 				t.Errorf("scrape lacks %s", want)
 			}
+		}
+	})
+
+	t.Run("RT networks of other namespaces are refused at admission unless shared", func(t *testing.T) {
+		c := &isov1.CrawlerVM{}
+		if err := env.Client.Get(ctx, crawlers[0], c); err != nil {
+			t.Fatal(err)
+		}
+		if c.Spec.RTNIC == nil {
+			t.Fatalf("sample %s has no rtNIC", crawlers[0])
+		}
+		other := c.DeepCopy()
+		other.ObjectMeta = metav1.ObjectMeta{Namespace: "bms", Name: "borrower"}
+		other.Status = isov1.CrawlerVMStatus{}
+		other.Spec.RTNIC.NetworkName = "tenant-b/rt-net"
+		// The policy's informers see the binding and the ConfigMap a moment after they
+		// are applied.
+		waitFor(t, "the admission policy to refuse tenant-b/rt-net", func() (bool, string) {
+			err := env.Client.Create(ctx, other.DeepCopy(), client.DryRunAll)
+			return err != nil && strings.Contains(err.Error(), "spec.rtNIC.networkName: NetworkAttachmentDefinition tenant-b/rt-net is in namespace tenant-b") &&
+				strings.Contains(err.Error(), "shares (none)"), fmt.Sprint(err)
+		})
+		// The administrator shares tenant-b's networks.
+		cm := &corev1.ConfigMap{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: systemNS, Name: "isochron-networks"}, cm); err != nil {
+			t.Fatal(err)
+		}
+		cm.Data["sharedNamespaces"] = "rt-shared, tenant-b"
+		if err := env.Client.Update(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the admission policy to admit a shared namespace's network", func() (bool, string) {
+			err := env.Client.Create(ctx, other.DeepCopy(), client.DryRunAll)
+			return err == nil, fmt.Sprint(err)
+		})
+		cm.Data["sharedNamespaces"] = ""
+		if err := env.Client.Update(ctx, cm); err != nil {
+			t.Fatal(err)
 		}
 	})
 
