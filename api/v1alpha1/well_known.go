@@ -39,3 +39,9 @@ const (
 // NetworkAttachmentDefinition client, which defines Multus's other annotations, has no
 // constant for it.
 const AnnotationMultusResourceName = "k8s.v1.cni.cncf.io/resourceName"
+
+// AnnotationRTUplink on a NetworkAttachmentDefinition names the host interface its RT
+// traffic leaves the node by (the same name on every node), for isochron's NIC agent.
+// Without it the agent takes the physical port of the network's bridge (bridge CNI's
+// "bridge", cni0 by default).
+const AnnotationRTUplink = "isochron.io/rt-uplink"
