@@ -125,6 +125,9 @@ const (
 // it also records as Events when a condition changes (ReasonPlaced, ReasonUnschedulable,
 // ReasonVMIRunning, ReasonVMIReplacing, ReasonInvalidSchedule).
 const (
+	// EventReasonRTUplinkUnavailable (on a Node): isochron's NIC agent cannot program the
+	// node's RT uplink (none found, or a kernel without traffic control).
+	EventReasonRTUplinkUnavailable = "RTUplinkUnavailable"
 	// EventReasonVMICreated: the crawler's VMI was created on its node.
 	EventReasonVMICreated = "VMICreated"
 	// EventReasonVMIAdopted: a VMI an earlier release of isochron rendered from the

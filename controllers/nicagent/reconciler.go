@@ -1,0 +1,148 @@
+package nicagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/inventory"
+)
+
+// Programmer changes the host's traffic control.
+type Programmer interface {
+	// Port is the interface by which bridge's traffic leaves the host: its one port that
+	// is not a VM's or a pod's.
+	Port(bridge string) (string, error)
+	// Apply makes link's egress schedule flows at linkRate (bits/s), changing only what
+	// differs; no flows removes isochron's schedule. Nothing else's qdiscs are touched.
+	Apply(link string, linkRate int64, flows []Flow) error
+	// Programmed lists the links that carry isochron's schedule.
+	Programmed() ([]string, error)
+}
+
+// Reconciler programs its node's RT uplinks.
+type Reconciler struct {
+	client.Client
+	Recorder record.EventRecorder
+	// Node is the node the agent runs on.
+	Node       string
+	Programmer Programmer
+}
+
+// Reconcile computes what the node's uplinks should schedule and applies it. Every event
+// reconciles the one node, so a burst of changes is one reconciliation. A link that
+// cannot be programmed (none found, a kernel without qdiscs) is reported on the Node as a
+// Warning Event and in the log, and not retried until something changes: the agent never
+// crashes on it.
+func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	node := &corev1.Node{}
+	if err := r.Get(ctx, types.NamespacedName{Name: r.Node}, node); err != nil {
+		return ctrl.Result{}, fmt.Errorf("reading node %s: %w", r.Node, err)
+	}
+	var crawlers isov1.CrawlerVMList
+	if err := r.List(ctx, &crawlers); err != nil {
+		return ctrl.Result{}, err
+	}
+	var nads nadv1.NetworkAttachmentDefinitionList
+	if err := r.List(ctx, &nads); err != nil && !apimeta.IsNoMatchError(err) {
+		return ctrl.Result{}, err
+	}
+	var profiles isov1.ContentionProfileList
+	if err := r.List(ctx, &profiles); err != nil {
+		return ctrl.Result{}, err
+	}
+	rate := inventory.Params(inventory.ProfileFor(node, profiles.Items)).LinkRateBitsPerSecond
+	uplinks, skipped := Desired(r.Node, crawlers.Items, nads.Items)
+	for _, s := range skipped {
+		logger.V(1).Info("RT-NIC not scheduled on the host", "crawler", s.Key, "reason", s.Reason)
+	}
+
+	var errs []error
+	want := map[string]bool{}
+	for _, up := range uplinks {
+		link := up.Interface
+		if link == "" {
+			port, err := r.Programmer.Port(up.Bridge)
+			if err != nil {
+				r.report(node, fmt.Sprintf("no RT uplink for networks %v (bridge %s): %v; name it with the annotation %s on the NetworkAttachmentDefinition", up.Networks, up.Bridge, err, isov1.AnnotationRTUplink))
+				continue
+			}
+			link = port
+		}
+		want[link] = true
+		if err := r.Programmer.Apply(link, rate, up.Flows); err != nil {
+			r.report(node, fmt.Sprintf("programming RT uplink %s for %d RT-NICs of networks %v: %v", link, len(up.Flows), up.Networks, err))
+			continue
+		}
+		logger.Info("Programmed RT uplink", "link", link, "flows", len(up.Flows), "linkRate", rate)
+	}
+	// Uplinks whose last flow left: isochron's schedule comes off them.
+	programmed, err := r.Programmer.Programmed()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	slices.Sort(programmed)
+	for _, link := range programmed {
+		if !want[link] {
+			if err := r.Programmer.Apply(link, rate, nil); err != nil {
+				errs = append(errs, fmt.Errorf("removing isochron's schedule from %s: %w", link, err))
+				continue
+			}
+			logger.Info("Removed RT schedule", "link", link)
+		}
+	}
+	return ctrl.Result{}, errors.Join(errs...)
+}
+
+// report tells the node's administrator what the agent cannot do.
+func (r *Reconciler) report(node *corev1.Node, msg string) {
+	log.Log.WithName("nic-agent").Info("Cannot program the RT uplink", "node", node.Name, "problem", msg)
+	r.Recorder.Event(node, corev1.EventTypeWarning, isov1.EventReasonRTUplinkUnavailable, msg)
+}
+
+// SetupWithManager reconciles the node on every change of a CrawlerVM, a
+// NetworkAttachmentDefinition (when Multus' API is served), a ContentionProfile or the
+// node itself.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	toNode := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []ctrl.Request {
+		return []ctrl.Request{{NamespacedName: types.NamespacedName{Name: r.Node}}}
+	})
+	// Only crawlers that are, or were, on this node; only this node, and not its
+	// heartbeats (its labels choose its profile).
+	on := func(o client.Object) bool {
+		c, ok := o.(*isov1.CrawlerVM)
+		return ok && c.Status.Placement != nil && c.Status.Placement.Node == r.Node
+	}
+	onThisNode := predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return on(e.Object) },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return on(e.ObjectOld) || on(e.ObjectNew) },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return on(e.Object) },
+		GenericFunc: func(e event.GenericEvent) bool { return on(e.Object) },
+	}
+	thisNode := predicate.And(predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == r.Node }),
+		predicate.LabelChangedPredicate{})
+	b := ctrl.NewControllerManagedBy(mgr).Named("nic-agent").
+		Watches(&isov1.CrawlerVM{}, toNode, builder.WithPredicates(onThisNode)).
+		Watches(&isov1.ContentionProfile{}, toNode).
+		Watches(&corev1.Node{}, toNode, builder.WithPredicates(thisNode))
+	if _, err := mgr.GetRESTMapper().RESTMapping(nadv1.SchemeGroupVersion.WithKind("NetworkAttachmentDefinition").GroupKind(), nadv1.SchemeGroupVersion.Version); err == nil {
+		b = b.Watches(&nadv1.NetworkAttachmentDefinition{}, toNode)
+	}
+	return b.Complete(r)
+}

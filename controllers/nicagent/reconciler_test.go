@@ -1,0 +1,220 @@
+package nicagent_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/controllers"
+	"isochron.io/isochron/controllers/nicagent"
+	"isochron.io/isochron/test/support/scale"
+	"isochron.io/isochron/test/support/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	var err error
+	if env, err = testenv.Start("../.."); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	env.Stop()
+	os.Exit(code)
+}
+
+// host is a recording Programmer: the flows (keys) each link schedules.
+type host struct {
+	mu    sync.Mutex
+	ports map[string]string // bridge -> port
+	links map[string][]string
+}
+
+func (h *host) Port(bridge string) (string, error) {
+	if p, ok := h.ports[bridge]; ok {
+		return p, nil
+	}
+	return "", fmt.Errorf("bridge %s has no physical port", bridge)
+}
+
+func (h *host) Apply(link string, _ int64, flows []nicagent.Flow) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var keys []string
+	for _, f := range flows {
+		keys = append(keys, f.Key)
+	}
+	if len(keys) == 0 {
+		delete(h.links, link)
+		return nil
+	}
+	h.links[link] = keys
+	return nil
+}
+
+func (h *host) Programmed() ([]string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for l := range h.links {
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+func (h *host) schedule() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for l, keys := range h.links {
+		out = append(out, l+"="+strings.Join(keys, ","))
+	}
+	slices.Sort(out)
+	return strings.Join(out, " ")
+}
+
+// agent runs the NIC agent of node until the test ends or stop is called.
+func agent(t *testing.T, node string, h *host) (stop func()) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache: controllers.CacheOptions(), Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)}}) // a restarted agent in one process
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &nicagent.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("isochron-nic-agent"), Node: node, Programmer: h}
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = mgr.Start(ctx) }()
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			<-done
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// place creates (or moves) a crawler with an RT-NIC on network and gives it a
+// reservation on node, as the operator would.
+func place(t *testing.T, ns, name, network, node string) {
+	t.Helper()
+	ctx := context.Background()
+	c := &isov1.CrawlerVM{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, c); err != nil {
+		c = scale.Crawler(ns, name, 100, false)
+		c.Spec.RTNIC = &isov1.RTNIC{NetworkName: network, Deadline: metav1.Duration{Duration: 5 * time.Millisecond}, MinBandwidth: resource.MustParse("10M")}
+		if err := env.Client.Create(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Status.Sizing = &isov1.Sizing{VCPUs: 1, HostCPUs: 2, CPURequest: resource.MustParse("2"), Memory: resource.MustParse("1Gi")}
+	c.Status.Placement = &isov1.PlacementStatus{Node: node}
+	if err := env.Client.Status().Update(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitSchedule(t *testing.T, h *host, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for h.schedule() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("host schedule %q, want %q", h.schedule(), want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestAgentFollowsTheCrawlersOfItsNode(t *testing.T) {
+	ctx := context.Background()
+	const ns = "tenant-a"
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rt-net"},
+			Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: `{"cniVersion":"0.3.1","type":"bridge","bridge":"br-rt"}`}},
+		&nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rt-lonely"},
+			Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: `{"cniVersion":"0.3.1","type":"bridge","bridge":"br-none"}`}},
+	} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []string{"agent-1", "agent-2"} {
+		if err := testenv.RegisterNode(ctx, env.Client, testenv.RTNode(n, 16)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := &host{ports: map[string]string{"br-rt": "eth1"}, links: map[string][]string{}}
+	stop := agent(t, "agent-1", h)
+
+	place(t, ns, "a", "rt-net", "agent-1")
+	waitSchedule(t, h, "eth1="+ns+"/a")
+	place(t, ns, "b", "rt-net", "agent-1")
+	place(t, ns, "elsewhere", "rt-net", "agent-2")
+	waitSchedule(t, h, "eth1="+ns+"/a,"+ns+"/b")
+
+	// Moved away: its class goes.
+	place(t, ns, "a", "rt-net", "agent-2")
+	waitSchedule(t, h, "eth1="+ns+"/b")
+
+	// Restarted: the agent rebuilds the schedule from the API, including what changed
+	// while it was down, and takes its schedule off a link whose crawlers all left.
+	stop()
+	if err := env.Client.Delete(ctx, &isov1.CrawlerVM{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	h.links["eth9"] = []string{"left-over"} // isochron's schedule on a link no network uses now
+	h.mu.Unlock()
+	agent(t, "agent-1", h)
+	waitSchedule(t, h, "")
+	place(t, ns, "c", "rt-net", "agent-1")
+	waitSchedule(t, h, "eth1="+ns+"/c")
+
+	// A network whose bridge has no port here is reported on the Node, not crashed on.
+	place(t, ns, "d", "rt-lonely", "agent-1")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var events corev1.EventList
+		if err := env.Client.List(ctx, &events, client.InNamespace("default")); err != nil {
+			t.Fatal(err)
+		}
+		found := slices.ContainsFunc(events.Items, func(e corev1.Event) bool {
+			return e.InvolvedObject.Name == "agent-1" && e.Reason == isov1.EventReasonRTUplinkUnavailable &&
+				strings.Contains(e.Message, "bridge br-none") && strings.Contains(e.Message, isov1.AnnotationRTUplink)
+		})
+		if found {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s Event on node agent-1", isov1.EventReasonRTUplinkUnavailable)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := h.schedule(); got != "eth1="+ns+"/c" {
+		t.Errorf("schedule %q after the unavailable uplink, want eth1=%s/c", got, ns)
+	}
+}
