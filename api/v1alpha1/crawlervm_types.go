@@ -438,6 +438,52 @@ type CrawlerVMStatus struct {
 	// spec.placement.onRefuted Replace: the move, or why the crawler stayed.
 	// +optional
 	LastRemediation *Remediation `json:"lastRemediation,omitempty"`
+
+	// rtNIC is how the NIC agent of the crawler's node schedules its RT-NIC on the
+	// host's uplink, and what its feedback changed. Written by the agent alone.
+	// +optional
+	RTNIC *RTNICStatus `json:"rtNIC,omitempty"`
+}
+
+// RTNICStatus is the host side of a crawler's RT-NIC: the class its traffic is
+// scheduled and marked in, and the feedback of the RTvNIC study: a flow that misses its
+// deadline is raised one class, and lowered again after observations within it.
+type RTNICStatus struct {
+	// class is the DSCP class (EF, AF41, AF31 or AF21) the host schedules the RT-NIC's
+	// traffic in and marks it with.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=8
+	Class string `json:"class,omitempty"`
+	// raise is how many classes above its deadline's class the feedback moved the
+	// RT-NIC (0 for none).
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3
+	Raise int32 `json:"raise"`
+	// deadline is the spec.rtNIC.deadline the feedback applies to; a changed deadline
+	// starts again from its own class.
+	// +required
+	Deadline metav1.Duration `json:"deadline"`
+	// clean is the number of observations within the deadline since the last change
+	// (the feedback lowers a raised class after enough of them).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Clean int32 `json:"clean,omitempty"`
+	// evidence identifies the last observation counted (a probe Job's name, or the
+	// host's drop counter of the class), so that none counts twice.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	Evidence string `json:"evidence,omitempty"`
+	// lastChange is when raise last changed.
+	// +optional
+	LastChange *metav1.Time `json:"lastChange,omitempty"`
+	// message says why raise has its value: the evidence of the last change.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
 }
 
 // Remediation is what isochron did about one refuting probe.

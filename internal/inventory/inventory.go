@@ -132,7 +132,11 @@ func Resident(c *isov1.CrawlerVM) (placement.Resident, bool) {
 		r.HugepagesBytes = s.Hugepages.Value()
 	}
 	key := c.Namespace + "/" + c.Name
-	return placement.Resident{Key: key, Node: p.Node, Sizing: r, Workload: placement.Workload(key, Demand(&c.Spec), r)}, true
+	d := Demand(&c.Spec)
+	if n := c.Status.RTNIC; n != nil && d.NIC != nil && n.Deadline.Duration == d.NIC.Deadline {
+		d.NIC.Raise = int(n.Raise) // the NIC agent's class on the node, as it schedules it
+	}
+	return placement.Resident{Key: key, Node: p.Node, Sizing: r, Workload: placement.Workload(key, d, r)}, true
 }
 
 // Demand is a CrawlerVM's spec as what sizing and placement decide on: the one place a

@@ -163,3 +163,34 @@ func TestLauncherUnschedulable(t *testing.T) {
 		})
 	}
 }
+
+func TestResidentCarriesTheNICAgentsClass(t *testing.T) {
+	ms := func(n int) metav1.Duration { return metav1.Duration{Duration: time.Duration(n) * time.Millisecond} }
+	crawler := func(status *isov1.RTNICStatus) *isov1.CrawlerVM {
+		return &isov1.CrawlerVM{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "bms", Name: "a"},
+			Spec: isov1.CrawlerVMSpec{RPS: 100, RTNIC: &isov1.RTNIC{NetworkName: "rt-net", Deadline: ms(10), MinBandwidth: resource.MustParse("10M")}},
+			Status: isov1.CrawlerVMStatus{
+				Sizing:    &isov1.Sizing{VCPUs: 1, HostCPUs: 2, CPURequest: resource.MustParse("2"), Memory: resource.MustParse("1Gi")},
+				Placement: &isov1.PlacementStatus{Node: "n1"},
+				RTNIC:     status,
+			},
+		}
+	}
+	cases := map[string]struct {
+		status *isov1.RTNICStatus
+		want   int
+	}{
+		"no feedback yet":                       {nil, 0},
+		"raised one class":                      {&isov1.RTNICStatus{Class: "EF", Raise: 1, Deadline: ms(10)}, 1},
+		"raised for a deadline no longer asked": {&isov1.RTNICStatus{Class: "EF", Raise: 1, Deadline: ms(50)}, 0},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			r, ok := Resident(crawler(tc.status))
+			if !ok || r.Workload.NIC == nil || r.Workload.NIC.Raise != tc.want {
+				t.Fatalf("Resident = %+v (%v), want NIC raised %d", r.Workload.NIC, ok, tc.want)
+			}
+		})
+	}
+}
