@@ -128,6 +128,10 @@ const (
 	// EventReasonRTUplinkUnavailable (on a Node): isochron's NIC agent cannot program the
 	// node's RT uplink (none found, or a kernel without traffic control).
 	EventReasonRTUplinkUnavailable = "RTUplinkUnavailable"
+	// EventReasonRTNICRaised and EventReasonRTNICLowered: the NIC agent's feedback moved
+	// a crawler's RT-NIC one class up (it missed its deadline) or down (it kept it).
+	EventReasonRTNICRaised  = "RTNICRaised"
+	EventReasonRTNICLowered = "RTNICLowered"
 	// EventReasonVMICreated: the crawler's VMI was created on its node.
 	EventReasonVMICreated = "VMICreated"
 	// EventReasonVMIAdopted: a VMI an earlier release of isochron rendered from the

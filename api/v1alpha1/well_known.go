@@ -45,3 +45,7 @@ const AnnotationMultusResourceName = "k8s.v1.cni.cncf.io/resourceName"
 // Without it the agent takes the physical port of the network's bridge (bridge CNI's
 // "bridge", cni0 by default).
 const AnnotationRTUplink = "isochron.io/rt-uplink"
+
+// NICAgent is the name of isochron's NIC agent: its field owner (of status.rtNIC), its
+// Events' source and its DaemonSet's name.
+const NICAgent = "isochron-nic-agent"

@@ -25,6 +25,8 @@ type Flow struct {
 	// Deadline and MinBandwidth (bits/s) are spec.rtNIC's.
 	Deadline     time.Duration
 	MinBandwidth int64
+	// Raise is how many classes the feedback raised the flow (status.rtNIC).
+	Raise int
 }
 
 // Uplink is a host interface RT traffic leaves the node by, with the flows it carries.
@@ -86,7 +88,7 @@ func Desired(node string, crawlers []isov1.CrawlerVM, nads []nadv1.NetworkAttach
 			u.Networks = append(u.Networks, n)
 		}
 		u.Flows = append(u.Flows, Flow{Key: key, MAC: mac, Deadline: c.Spec.RTNIC.Deadline.Duration,
-			MinBandwidth: c.Spec.RTNIC.MinBandwidth.Value()})
+			MinBandwidth: c.Spec.RTNIC.MinBandwidth.Value(), Raise: feedbackOf(c).Raise})
 	}
 	var out []Uplink
 	for _, u := range ups {

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,6 +23,7 @@ import (
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/inventory"
+	"isochron.io/isochron/internal/rtnet"
 )
 
 // Programmer changes the host's traffic control.
@@ -33,6 +36,8 @@ type Programmer interface {
 	Apply(link string, linkRate int64, flows []Flow) error
 	// Programmed lists the links that carry isochron's schedule.
 	Programmed() ([]string, error)
+	// Stats is what link's schedule counted for each flow (by Flow.Key).
+	Stats(link string) (map[string]FlowStats, error)
 }
 
 // Reconciler programs its node's RT uplinks.
@@ -42,6 +47,17 @@ type Reconciler struct {
 	// Node is the node the agent runs on.
 	Node       string
 	Programmer Programmer
+	// Clock tells the feedback the time (default: the real clock).
+	Clock clock.PassiveClock
+	// Feedback raises and lowers flows' classes (default rtnet.DefaultFeedback).
+	Feedback rtnet.Feedback
+	// StatsEvery is how often the host's counters are read while the node has RT-NICs
+	// (default DefaultStatsEvery).
+	StatsEvery time.Duration
+
+	// stats are each flow's counters at the last reading; the feedback counts what
+	// changed since.
+	stats map[string]FlowStats
 }
 
 // Reconcile computes what the node's uplinks should schedule and applies it. Every event
@@ -69,6 +85,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	}
 	rate := inventory.Params(inventory.ProfileFor(node, profiles.Items)).LinkRateBitsPerSecond
 	uplinks, skipped := Desired(r.Node, crawlers.Items, nads.Items)
+	byKey := map[string]*isov1.CrawlerVM{}
+	for i := range crawlers.Items {
+		byKey[crawlers.Items[i].Namespace+"/"+crawlers.Items[i].Name] = &crawlers.Items[i]
+	}
 	for _, s := range skipped {
 		logger.V(1).Info("RT-NIC not scheduled on the host", "crawler", s.Key, "reason", s.Reason)
 	}
@@ -90,7 +110,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 			r.report(node, fmt.Sprintf("programming RT uplink %s for %d RT-NICs of networks %v: %v", link, len(up.Flows), up.Networks, err))
 			continue
 		}
-		logger.Info("Programmed RT uplink", "link", link, "flows", len(up.Flows), "linkRate", rate)
+		logger.V(1).Info("Programmed RT uplink", "link", link, "flows", len(up.Flows), "linkRate", rate)
+		stats, err := r.Programmer.Stats(link)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("reading the counters of %s: %w", link, err))
+		}
+		for _, f := range up.Flows {
+			now, seen := stats[f.Key], r.stats[f.Key]
+			var prev *FlowStats
+			if _, ok := r.stats[f.Key]; ok {
+				prev = &seen
+			}
+			r.stats[f.Key] = now
+			c := byKey[f.Key]
+			if err := r.feedback(ctx, c, observations(c, link, now, prev)); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	// Uplinks whose last flow left: isochron's schedule comes off them.
 	programmed, err := r.Programmer.Programmed()
@@ -107,8 +143,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 			logger.Info("Removed RT schedule", "link", link)
 		}
 	}
-	return ctrl.Result{}, errors.Join(errs...)
+	res := ctrl.Result{}
+	if len(uplinks) > 0 {
+		res.RequeueAfter = r.StatsEvery // the counters change without an event
+	}
+	return res, errors.Join(errs...)
 }
+
+// DefaultStatsEvery is how often the agent reads its schedule's counters.
+const DefaultStatsEvery = 10 * time.Second
 
 // report tells the node's administrator what the agent cannot do.
 func (r *Reconciler) report(node *corev1.Node, msg string) {
@@ -120,6 +163,16 @@ func (r *Reconciler) report(node *corev1.Node, msg string) {
 // NetworkAttachmentDefinition (when Multus' API is served), a ContentionProfile or the
 // node itself.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.Feedback == (rtnet.Feedback{}) {
+		r.Feedback = rtnet.DefaultFeedback
+	}
+	if r.StatsEvery == 0 {
+		r.StatsEvery = DefaultStatsEvery
+	}
+	r.stats = map[string]FlowStats{}
 	toNode := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []ctrl.Request {
 		return []ctrl.Request{{NamespacedName: types.NamespacedName{Name: r.Node}}}
 	})

@@ -14,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +25,7 @@ import (
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/controllers"
 	"isochron.io/isochron/controllers/nicagent"
+	"isochron.io/isochron/internal/rtnet"
 	"isochron.io/isochron/test/support/scale"
 	"isochron.io/isochron/test/support/testenv"
 )
@@ -40,11 +43,40 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// host is a recording Programmer: the flows (keys) each link schedules.
+// host is a recording Programmer: the flows (keys) each link schedules, their raises,
+// and drop counters a test sets.
 type host struct {
-	mu    sync.Mutex
-	ports map[string]string // bridge -> port
-	links map[string][]string
+	mu     sync.Mutex
+	ports  map[string]string // bridge -> port
+	links  map[string][]string
+	raises map[string]int
+	drops  map[string]uint64
+}
+
+func newHost(ports map[string]string) *host {
+	return &host{ports: ports, links: map[string][]string{}, raises: map[string]int{}, drops: map[string]uint64{}}
+}
+
+func (h *host) Stats(string) (map[string]nicagent.FlowStats, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string]nicagent.FlowStats{}
+	for k, d := range h.drops {
+		out[k] = nicagent.FlowStats{Drops: d}
+	}
+	return out, nil
+}
+
+func (h *host) drop(key string, n uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.drops[key] += n
+}
+
+func (h *host) raise(key string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.raises[key]
 }
 
 func (h *host) Port(bridge string) (string, error) {
@@ -60,6 +92,7 @@ func (h *host) Apply(link string, _ int64, flows []nicagent.Flow) error {
 	var keys []string
 	for _, f := range flows {
 		keys = append(keys, f.Key)
+		h.raises[f.Key] = f.Raise
 	}
 	if len(keys) == 0 {
 		delete(h.links, link)
@@ -91,14 +124,15 @@ func (h *host) schedule() string {
 }
 
 // agent runs the NIC agent of node until the test ends or stop is called.
-func agent(t *testing.T, node string, h *host) (stop func()) {
+func agent(t *testing.T, node string, h *host, clk clock.PassiveClock) (stop func()) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
 		Cache: controllers.CacheOptions(), Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)}}) // a restarted agent in one process
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &nicagent.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("isochron-nic-agent"), Node: node, Programmer: h}
+	r := &nicagent.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor(isov1.NICAgent), Node: node, Programmer: h,
+		Clock: clk, Feedback: rtnet.Feedback{MinInterval: 10 * time.Minute, CleanToLower: 1}, StatsEvery: 100 * time.Millisecond}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
@@ -121,11 +155,16 @@ func agent(t *testing.T, node string, h *host) (stop func()) {
 // reservation on node, as the operator would.
 func place(t *testing.T, ns, name, network, node string) {
 	t.Helper()
+	placeWithDeadline(t, ns, name, network, node, 5*time.Millisecond)
+}
+
+func placeWithDeadline(t *testing.T, ns, name, network, node string, deadline time.Duration) {
+	t.Helper()
 	ctx := context.Background()
 	c := &isov1.CrawlerVM{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, c); err != nil {
 		c = scale.Crawler(ns, name, 100, false)
-		c.Spec.RTNIC = &isov1.RTNIC{NetworkName: network, Deadline: metav1.Duration{Duration: 5 * time.Millisecond}, MinBandwidth: resource.MustParse("10M")}
+		c.Spec.RTNIC = &isov1.RTNIC{NetworkName: network, Deadline: metav1.Duration{Duration: deadline}, MinBandwidth: resource.MustParse("10M")}
 		if err := env.Client.Create(ctx, c); err != nil {
 			t.Fatal(err)
 		}
@@ -167,8 +206,8 @@ func TestAgentFollowsTheCrawlersOfItsNode(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h := &host{ports: map[string]string{"br-rt": "eth1"}, links: map[string][]string{}}
-	stop := agent(t, "agent-1", h)
+	h := newHost(map[string]string{"br-rt": "eth1"})
+	stop := agent(t, "agent-1", h, nil)
 
 	place(t, ns, "a", "rt-net", "agent-1")
 	waitSchedule(t, h, "eth1="+ns+"/a")
@@ -189,7 +228,7 @@ func TestAgentFollowsTheCrawlersOfItsNode(t *testing.T) {
 	h.mu.Lock()
 	h.links["eth9"] = []string{"left-over"} // isochron's schedule on a link no network uses now
 	h.mu.Unlock()
-	agent(t, "agent-1", h)
+	agent(t, "agent-1", h, nil)
 	waitSchedule(t, h, "")
 	place(t, ns, "c", "rt-net", "agent-1")
 	waitSchedule(t, h, "eth1="+ns+"/c")
@@ -217,4 +256,90 @@ func TestAgentFollowsTheCrawlersOfItsNode(t *testing.T) {
 	if got := h.schedule(); got != "eth1="+ns+"/c" {
 		t.Errorf("schedule %q after the unavailable uplink, want eth1=%s/c", got, ns)
 	}
+}
+
+// crawlerStatus waits until the crawler's status.rtNIC satisfies cond.
+func crawlerStatus(t *testing.T, ns, name, what string, cond func(*isov1.RTNICStatus) bool) *isov1.CrawlerVM {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c := &isov1.CrawlerVM{}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, c); err != nil {
+			t.Fatal(err)
+		}
+		if c.Status.RTNIC != nil && cond(c.Status.RTNIC) {
+			return c
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s/%s: status.rtNIC %+v, want %s", ns, name, c.Status.RTNIC, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestFeedbackRaisesAndLowersAFlow: drops in a flow's class on the host raise it one
+// class (status, Event, and the host's schedule); a probe within the deadline, once
+// the interval has passed, lowers it again.
+func TestFeedbackRaisesAndLowersAFlow(t *testing.T) {
+	ctx := context.Background()
+	const ns = "tenant-f"
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rt-net"},
+			Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: `{"cniVersion":"0.3.1","type":"bridge","bridge":"br-rt"}`}},
+	} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := testenv.RegisterNode(ctx, env.Client, testenv.RTNode("agent-f", 16)); err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	h := newHost(map[string]string{"br-rt": "eth3"})
+	agent(t, "agent-f", h, clk)
+	key := ns + "/f"
+	placeWithDeadline(t, ns, "f", "rt-net", "agent-f", 10*time.Millisecond)
+	crawlerStatus(t, ns, "f", "class AF41 (its 10ms deadline's)", func(s *isov1.RTNICStatus) bool { return s.Class == "AF41" && s.Raise == 0 })
+
+	h.drop(key, 7)
+	c := crawlerStatus(t, ns, "f", "raised to EF", func(s *isov1.RTNICStatus) bool { return s.Class == "EF" && s.Raise == 1 })
+	if want := "raised to EF: the host dropped 7 packets of its class on eth3"; c.Status.RTNIC.Message != want {
+		t.Errorf("message %q, want %q", c.Status.RTNIC.Message, want)
+	}
+	for deadline := time.Now().Add(30 * time.Second); h.raise(key) != 1; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the host schedules %s raised %d, want 1", key, h.raise(key))
+		}
+	}
+	var events corev1.EventList
+	if err := env.Client.List(ctx, &events, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(events.Items, func(e corev1.Event) bool {
+		return e.Reason == isov1.EventReasonRTNICRaised && e.InvolvedObject.Name == "f"
+	}) {
+		t.Errorf("no %s Event on the crawler", isov1.EventReasonRTNICRaised)
+	}
+
+	// A clean probe before the interval has passed changes nothing; after it, lowers.
+	probe := func(job string) {
+		t.Helper()
+		c := &isov1.CrawlerVM{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "f"}, c); err != nil {
+			t.Fatal(err)
+		}
+		ms := func(n int) metav1.Duration { return metav1.Duration{Duration: time.Duration(n) * time.Millisecond} }
+		c.Status.LastProbe = &isov1.ProbeResult{Job: job, Trigger: isov1.TriggerSchedule, ObservedGeneration: c.Generation,
+			StartTime: metav1.Now(), Verdict: isov1.VerdictConfirmed,
+			RTNIC: &isov1.MeasuredRoundTrips{Sent: 300, Misses: 0, Deadline: ms(10), P99: ms(2), AtObjective: ms(3), Max: ms(3)}}
+		if err := env.Client.Status().Update(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	probe("f-probe-1")
+	crawlerStatus(t, ns, "f", "the clean probe counted, still raised", func(s *isov1.RTNICStatus) bool { return s.Evidence == "probe/f-probe-1" && s.Raise == 1 })
+	clk.SetTime(clk.Now().Add(11 * time.Minute))
+	probe("f-probe-2")
+	crawlerStatus(t, ns, "f", "lowered to AF41", func(s *isov1.RTNICStatus) bool { return s.Class == "AF41" && s.Raise == 0 })
 }

@@ -30,7 +30,7 @@ type FeedbackState struct {
 	Deadline time.Duration
 	// Clean counts observations within the deadline since the last change.
 	Clean int
-	// Evidence is the ID of the last observation counted.
+	// Evidence is the ID of the last observation with an ID counted.
 	Evidence string
 	// LastChange is when Raise last changed (zero: never).
 	LastChange time.Time
@@ -40,8 +40,9 @@ type FeedbackState struct {
 
 // Observation is one look at a flow against its deadline.
 type Observation struct {
-	// ID names the observation (a probe Job, a reading of the host's drop counter): an
-	// ID already counted changes nothing.
+	// ID names an observation that can be seen again (a probe Job's result): an ID
+	// already counted changes nothing. A reading of the host's counters, a new one each
+	// time, has none.
 	ID string
 	// Missed says the flow missed its deadline: probe round trips over it, or packets
 	// of its class dropped on the host.
@@ -66,10 +67,12 @@ func (f Feedback) Next(s FeedbackState, o Observation, d time.Duration, now time
 	if s.Deadline != d {
 		s = FeedbackState{Deadline: d}
 	}
-	if o.ID == "" || o.ID == s.Evidence {
-		return s, Unchanged
+	if o.ID != "" {
+		if o.ID == s.Evidence {
+			return s, Unchanged
+		}
+		s.Evidence = o.ID
 	}
-	s.Evidence = o.ID
 	base := ForDeadline(d, 0).Rank
 	settled := s.LastChange.IsZero() || now.Sub(s.LastChange) >= f.MinInterval
 	switch {

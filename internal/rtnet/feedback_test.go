@@ -48,8 +48,9 @@ func TestFeedbackNext(t *testing.T) {
 			{clean("p1"), 0, Unchanged, 0},
 			{miss("p2"), time.Minute, Unchanged, 0}, // EF already
 		}},
-		"no evidence, no change": {deadline: 10 * ms, steps: []step{
-			{Observation{Missed: true}, 0, Unchanged, 0},
+		"a host reading has no ID: each one counts": {deadline: time.Second, steps: []step{
+			{Observation{Missed: true}, 0, Raised, 1},
+			{Observation{Missed: true}, 10 * time.Minute, Raised, 2},
 		}},
 	}
 	for name, tc := range cases {
