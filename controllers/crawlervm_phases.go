@@ -222,7 +222,7 @@ func (r *CrawlerVMReconciler) runVMI(ctx context.Context, cvm *isov1.CrawlerVM, 
 		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonRTNetworkNotAllowed, err.Error())
 		return nil, nil
 	}
-	binding, err := r.rtBinding(ctx, cvm)
+	binding, guestDSCP, err := r.rtBinding(ctx, cvm)
 	switch {
 	case apierrors.IsNotFound(err):
 		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonRTNetworkNotFound,
@@ -236,7 +236,7 @@ func (r *CrawlerVMReconciler) runVMI(ctx context.Context, cvm *isov1.CrawlerVM, 
 		return nil, err
 	}
 	in := render.Input{CrawlerVM: cvm, Sizing: size.Sizing, Node: held.Node, RTBinding: binding,
-		Agent: &render.Agent{Image: r.probes.Image, Gateways: slo.GatewayURLs(cvm, gatewayIP)}}
+		GuestDSCP: guestDSCP, Agent: &render.Agent{Image: r.probes.Image, Gateways: slo.GatewayURLs(cvm, gatewayIP)}}
 	desired, err := render.VMI(in)
 	if err != nil {
 		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonInvalid, err.Error())
@@ -324,14 +324,15 @@ func (r *CrawlerVMReconciler) runVMI(ctx context.Context, cvm *isov1.CrawlerVM, 
 	return current, nil
 }
 
-// rtBinding reads the RT-NIC's NetworkAttachmentDefinition to tell SR-IOV from bridge.
-func (r *CrawlerVMReconciler) rtBinding(ctx context.Context, cvm *isov1.CrawlerVM) (render.Binding, error) {
+// rtBinding reads the RT-NIC's NetworkAttachmentDefinition to tell SR-IOV from bridge,
+// and whether the network asks the guest to mark its traffic.
+func (r *CrawlerVMReconciler) rtBinding(ctx context.Context, cvm *isov1.CrawlerVM) (render.Binding, bool, error) {
 	if cvm.Spec.RTNIC == nil {
-		return "", nil
+		return "", false, nil
 	}
 	nad := &nadv1.NetworkAttachmentDefinition{}
 	if err := r.Get(ctx, render.NetworkKey(cvm), nad); err != nil {
-		return "", err
+		return "", false, err
 	}
-	return render.BindingOf(nad), nil
+	return render.BindingOf(nad), render.GuestDSCPOf(nad), nil
 }

@@ -46,6 +46,13 @@ const AnnotationMultusResourceName = "k8s.v1.cni.cncf.io/resourceName"
 // "bridge", cni0 by default).
 const AnnotationRTUplink = "isochron.io/rt-uplink"
 
+// AnnotationGuestDSCP on a NetworkAttachmentDefinition, "true", opts its crawlers in to
+// marking their RT-NIC's traffic with its class's DSCP from inside the guest (the probe
+// agent does it), for networks whose traffic the host cannot classify, such as SR-IOV
+// VFs, which bypass the host's qdiscs. Elsewhere the NIC agent marks it on the host,
+// where the guest cannot undo it.
+const AnnotationGuestDSCP = "isochron.io/guest-dscp"
+
 // NICAgent is the name of isochron's NIC agent: its field owner (of status.rtNIC), its
 // Events' source and its DaemonSet's name.
 const NICAgent = "isochron-nic-agent"

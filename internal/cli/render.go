@@ -61,10 +61,10 @@ func Render(inv *Inventory, node string, out, notes io.Writer) error {
 				return &InputError{Problems: []string{fmt.Sprintf("CrawlerVM %s: %v", key(c), err)}}
 			}
 		}
-		binding := render.BindingBridge
+		binding, guestDSCP := render.BindingBridge, false
 		if c.Spec.RTNIC != nil {
 			if nad := inv.network(render.NetworkKey(c).String()); nad != nil {
-				binding = render.BindingOf(nad)
+				binding, guestDSCP = render.BindingOf(nad), render.GuestDSCPOf(nad)
 			} else {
 				fmt.Fprintf(notes, "note: CrawlerVM %s: NetworkAttachmentDefinition %s is not in the input; rendering a bridge binding\n", key(c), render.NetworkKey(c))
 			}
@@ -72,7 +72,7 @@ func Render(inv *Inventory, node string, out, notes io.Writer) error {
 		// The agent of this release, told the probe gateway by its DNS name: the operator
 		// adds the probe Service's cluster IP, which exists only in a cluster.
 		agent := &render.Agent{Image: slo.DefaultImage, Gateways: slo.GatewayURLs(c, "")}
-		vmi, err := render.VMI(render.Input{CrawlerVM: c, Sizing: s, Node: target, RTBinding: binding, Agent: agent})
+		vmi, err := render.VMI(render.Input{CrawlerVM: c, Sizing: s, Node: target, RTBinding: binding, GuestDSCP: guestDSCP, Agent: agent})
 		if err != nil {
 			return &InputError{Problems: []string{fmt.Sprintf("CrawlerVM %s: %v", key(c), err)}}
 		}

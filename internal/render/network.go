@@ -22,6 +22,12 @@ func BindingOf(nad *nadv1.NetworkAttachmentDefinition) Binding {
 	return BindingBridge
 }
 
+// GuestDSCPOf says whether a network's crawlers mark their own RT traffic
+// (isov1.AnnotationGuestDSCP).
+func GuestDSCPOf(nad *nadv1.NetworkAttachmentDefinition) bool {
+	return nad.Annotations[isov1.AnnotationGuestDSCP] == "true"
+}
+
 // NetworkKey is the RT-NIC's NetworkAttachmentDefinition; a bare name is in the
 // CrawlerVM's namespace.
 func NetworkKey(cvm *isov1.CrawlerVM) types.NamespacedName {

@@ -55,6 +55,9 @@ type Input struct {
 	Node string
 	// RTBinding is how the RT-NIC attaches; ignored without spec.rtNIC, bridge if empty.
 	RTBinding Binding
+	// GuestDSCP has the guest mark the RT-NIC's traffic with its class (the network's
+	// AnnotationGuestDSCP, GuestDSCPOf); otherwise the host does.
+	GuestDSCP bool
 	// Agent is isochron's probe agent in the guest; none if nil.
 	Agent *Agent
 }
@@ -137,7 +140,9 @@ func VMI(in Input) (*kubevirtv1.VirtualMachineInstance, error) {
 			Name:          NetworkRT,
 			NetworkSource: kubevirtv1.NetworkSource{Multus: &kubevirtv1.MultusNetwork{NetworkName: nic.NetworkName}},
 		})
-		mark = &marking{mac: iface.MacAddress, class: rtnet.ForDeadline(nic.Deadline.Duration, 0).DSCP}
+		if in.GuestDSCP {
+			mark = &marking{mac: iface.MacAddress, class: rtnet.ForDeadline(nic.Deadline.Duration, 0).DSCP}
+		}
 	}
 	var ours string
 	if a := in.Agent; a != nil {

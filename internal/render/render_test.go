@@ -61,6 +61,12 @@ func constrained(c *isov1.CrawlerVM) {
 	c.Spec.Placement.Tolerations = []corev1.Toleration{{Key: "isochron.io/rt", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
 }
 
+// guestDSCP has the guest mark its RT traffic (a network with AnnotationGuestDSCP).
+func guestDSCP(in Input) Input {
+	in.GuestDSCP = true
+	return in
+}
+
 func input(c *isov1.CrawlerVM, b Binding) Input {
 	s, err := sizing.Size(inventory.Demand(&c.Spec), model.DefaultParams())
 	if err != nil {
@@ -81,7 +87,7 @@ func TestVMIGolden(t *testing.T) {
 	cases := map[string]Input{
 		"dedicated":                  input(crawler(), ""),
 		"dedicated-rtnic-bridge":     input(crawler(withRTNIC(5*time.Millisecond)), BindingBridge),
-		"dedicated-rtnic-sriov":      input(crawler(withRTNIC(20*time.Millisecond)), BindingSRIOV),
+		"dedicated-rtnic-sriov":      guestDSCP(input(crawler(withRTNIC(20*time.Millisecond)), BindingSRIOV)),
 		"rtnic-with-user-data":       input(crawler(withRTNIC(50*time.Millisecond), withUserData("#cloud-config\npackages: [chrony]\n")), BindingBridge),
 		"user-data-passed-unchanged": input(crawler(withUserData("#cloud-config\npackages: [chrony]\n")), ""),
 		"shared":                     input(crawler(shared), ""),
@@ -294,7 +300,7 @@ func TestLargestAcceptedUserDataFits(t *testing.T) {
 	user := "#cloud-config\n" + strings.Repeat("#", 1024-len("#cloud-config\n"))
 	c := crawler(withRTNIC(5*time.Millisecond), withUserData(user))
 	c.Name, c.Namespace = strings.Repeat("c", 57), strings.Repeat("n", 63)
-	in := input(c, BindingBridge)
+	in := guestDSCP(input(c, BindingSRIOV)) // the guest's marking adds to isochron's part
 	in.Agent = agentOf(c, "fd00:1234:5678:9abc:def0:1234:5678:9abc")
 	vmi, err := VMI(in)
 	if err != nil {
