@@ -70,7 +70,7 @@ func Desired(node string, crawlers []isov1.CrawlerVM, nads []nadv1.NetworkAttach
 			skipped = append(skipped, Skipped{key, fmt.Sprintf("NetworkAttachmentDefinition %s not found", netKey)})
 			continue
 		case render.BindingOf(nad) == render.BindingSRIOV:
-			skipped = append(skipped, Skipped{key, fmt.Sprintf("%s is an SR-IOV network: its VF bypasses the host's traffic control, so the guest marks its traffic", netKey)})
+			skipped = append(skipped, Skipped{key, fmt.Sprintf("%s is an SR-IOV network: its VF bypasses the host's traffic control (the guest can mark its traffic where the network opts in with isochron.io/guest-dscp)", netKey)})
 			continue
 		}
 		mac, err := net.ParseMAC(render.MAC(c))

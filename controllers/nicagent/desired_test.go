@@ -71,7 +71,7 @@ func TestDesired(t *testing.T) {
 			nads:     []nadv1.NetworkAttachmentDefinition{sriov},
 			skipped: []Skipped{
 				{"bms/gone", "NetworkAttachmentDefinition bms/nowhere not found"},
-				{"bms/vf", "bms/rt-vf is an SR-IOV network: its VF bypasses the host's traffic control, so the guest marks its traffic"},
+				{"bms/vf", "bms/rt-vf is an SR-IOV network: its VF bypasses the host's traffic control (the guest can mark its traffic where the network opts in with isochron.io/guest-dscp)"},
 			},
 		},
 		"a bridge configuration without a bridge is cni0": {
