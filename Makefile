@@ -27,6 +27,7 @@ MULTUS_VERSION ?= v4.2.3
 VERSION ?= v0.1.0
 IMG ?= isochron/manager:$(VERSION)
 PROBE_IMG ?= isochron/rtprobe:$(VERSION)
+NIC_AGENT_IMG ?= isochron/nic-agent:$(VERSION)
 
 LOCALBIN := $(shell pwd)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
@@ -114,9 +115,10 @@ bench-placement: envtest-bins $(ENVTEST_ASSETS)/kube-scheduler ## Placement thro
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager, isochronctl and rtprobe static (CGO_ENABLED=0, -trimpath) into bin/, as the images ship them, and the probe agent's disk.
+build: ## Build the manager, isochronctl, nic-agent and rtprobe static (CGO_ENABLED=0, -trimpath) into bin/, as the images ship them, and the probe agent's disk.
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(LOCALBIN)/manager ./cmd/manager
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(LOCALBIN)/isochronctl ./cmd/isochronctl
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(LOCALBIN)/nic-agent ./cmd/nic-agent
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(LOCALBIN)/rtprobe ./cmd/rtprobe
 	# The agent's disk (rtprobe's /disk/agent.img, a VMI's containerDisk): the static
 	# rtprobe itself, padded to whole 512-byte sectors, read-only for qemu (107), as
@@ -159,3 +161,4 @@ include hack/make/probes.mk
 include hack/make/docker.mk
 include hack/make/e2e.mk
 include hack/make/prometheus.mk
+include hack/make/netlab.mk

@@ -36,7 +36,7 @@ import (
 
 // images names each image and its program: build/<name>.Dockerfile ships the
 // static build of ./cmd/<name>, at /<name>.
-var images = []string{"manager", "rtprobe"}
+var images = []string{"manager", "nic-agent", "rtprobe"}
 
 // extraFiles are, per image, the files of bin/ it ships besides its program: the COPY
 // that puts each where it belongs (after the program's), and who owns it there.

@@ -6,28 +6,18 @@ import (
 	"fmt"
 	"net"
 	"slices"
-	"time"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/inventory"
+	"isochron.io/isochron/internal/nic"
 	"isochron.io/isochron/internal/render"
 )
 
-// Flow is one RT-NIC's traffic on its node's uplink.
-type Flow struct {
-	// Key is the CrawlerVM's namespace/name.
-	Key string
-	// MAC is the RT-NIC's address (render.MAC), by which the host classifies its packets.
-	MAC net.HardwareAddr
-	// Deadline and MinBandwidth (bits/s) are spec.rtNIC's.
-	Deadline     time.Duration
-	MinBandwidth int64
-	// Raise is how many classes the feedback raised the flow (status.rtNIC).
-	Raise int
-}
+// Flow is one RT-NIC's traffic on its node's uplink: package nic's, which schedules it.
+type Flow = nic.Flow
 
 // Uplink is a host interface RT traffic leaves the node by, with the flows it carries.
 type Uplink struct {

@@ -21,12 +21,14 @@ $(foreach f,$(3),cp -p $(LOCALBIN)/$(f) $(IMAGE_CONTEXT)/$(1)/$(f)
 endef
 
 .PHONY: docker-build
-docker-build: build ## Build the images IMG (manager) and PROBE_IMG (rtprobe) FROM scratch; needs a Docker engine.
+docker-build: build ## Build the images IMG (manager), NIC_AGENT_IMG (nic-agent) and PROBE_IMG (rtprobe) FROM scratch; needs a Docker engine.
 	$(call docker-image,manager,$(IMG))
+	$(call docker-image,nic-agent,$(NIC_AGENT_IMG))
 	$(call docker-image,rtprobe,$(PROBE_IMG),agent.img)
 
 .PHONY: docker-save
-docker-save: docker-build ## Save both images to bin/images/{manager,rtprobe}.tar (for ctr images import, kind load image-archive).
+docker-save: docker-build ## Save the images to bin/images/{manager,nic-agent,rtprobe}.tar (for ctr images import, kind load image-archive).
 	mkdir -p $(IMAGE_ARCHIVES)
 	$(DOCKER) save -o $(IMAGE_ARCHIVES)/manager.tar $(IMG)
+	$(DOCKER) save -o $(IMAGE_ARCHIVES)/nic-agent.tar $(NIC_AGENT_IMG)
 	$(DOCKER) save -o $(IMAGE_ARCHIVES)/rtprobe.tar $(PROBE_IMG)

@@ -43,6 +43,7 @@ const (
 	root          = "../.."
 	systemNS      = "isochron-system"
 	managerSA     = "isochron-controller-manager"
+	nicAgentSA    = "isochron-nic-agent"
 	metricsReader = "isochron-metrics-reader"
 	// applier is the field manager of the "user" (kubectl apply --server-side).
 	applier = "kubectl"
@@ -136,7 +137,7 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 		kinds[o.GetKind()] = true
 	}
 	for _, k := range []string{"CustomResourceDefinition", "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "ServiceMonitor", "PodMonitor", "PrometheusRule", "ConfigMap",
-		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
+		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "DaemonSet"} {
 		if !kinds[k] {
 			t.Errorf("config/default has no %s", k)
 		}
@@ -222,6 +223,37 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 				t.Errorf("scrape lacks %s", want)
 			}
 		}
+	})
+
+	t.Run("the NIC agent runs with its RBAC and reports a node without the RT bridge", func(t *testing.T) {
+		// The agent binary with config/default's nic-agent ServiceAccount, for the node
+		// of the sample crawler with an RT-NIC. This host has no bridge br-rt: the agent
+		// reports it on the Node (and touches nothing: no link carries isochron's
+		// schedule here).
+		c := &isov1.CrawlerVM{}
+		if err := env.Client.Get(ctx, crawlers[0], c); err != nil {
+			t.Fatal(err)
+		}
+		if c.Spec.RTNIC == nil || c.Status.Placement == nil {
+			t.Fatalf("sample %s: rtNIC %v, placement %v", crawlers[0], c.Spec.RTNIC, c.Status.Placement)
+		}
+		node := c.Status.Placement.Node
+		log := &syncBuffer{}
+		stopAgent := startBinary(t, "nic-agent", log, "--kubeconfig", serviceAccountKubeconfig(t, systemNS, nicAgentSA),
+			"--node-name", node, "--health-probe-bind-address", freePort(t))
+		waitFor(t, "the NIC agent's RTUplinkUnavailable Event on "+node, func() (bool, string) {
+			var events corev1.EventList
+			if err := env.Client.List(ctx, &events, client.InNamespace("default")); err != nil {
+				return false, err.Error()
+			}
+			for _, e := range events.Items {
+				if e.InvolvedObject.Kind == "Node" && e.InvolvedObject.Name == node && e.Reason == isov1.EventReasonRTUplinkUnavailable {
+					return strings.Contains(e.Message, "bridge br-rt"), e.Message
+				}
+			}
+			return false, log.String()
+		})
+		stopAgent()
 	})
 
 	t.Run("RT networks of other namespaces are refused at admission unless shared", func(t *testing.T) {
@@ -366,22 +398,34 @@ func serviceAccountKubeconfig(t *testing.T, namespace, name string) string {
 // metrics on a free loopback port.
 func startManager(t *testing.T, kubeconfig string) (stop func()) {
 	t.Helper()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "manager")
-	build := exec.Command("go", "build", "-trimpath", "-o", bin, "isochron.io/isochron/cmd/manager")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the manager: %v\n%s", err, out)
-	}
 	metricsAddr = freePort(t)
-	cmd := exec.Command(bin, "--kubeconfig", kubeconfig,
+	return startBinary(t, "manager", managerLog, "--kubeconfig", kubeconfig,
 		"--leader-elect", "--leader-election-namespace="+systemNS,
 		"--metrics-bind-address="+metricsAddr, "--health-probe-bind-address="+freePort(t))
-	cmd.Stdout, cmd.Stderr = managerLog, managerLog
+}
+
+// startBinary builds ./cmd/<name> as the image ships it and runs it with args, its
+// output in log; stop interrupts it and fails the test if the API server refused it
+// anything ("forbidden": a permission config/default's RBAC lacks).
+func startBinary(t *testing.T, name string, log *syncBuffer, args ...string) (stop func()) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), name)
+	build := exec.Command("go", "build", "-trimpath", "-o", bin, "isochron.io/isochron/cmd/"+name)
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the %s: %v\n%s", name, err, out)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	stop = func() {
+	stopped := false
+	return func() {
+		if stopped {
+			return
+		}
+		stopped = true
 		_ = cmd.Process.Signal(os.Interrupt)
 		done := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(done) }()
@@ -392,14 +436,12 @@ func startManager(t *testing.T, kubeconfig string) (stop func()) {
 			<-done
 		}
 		if t.Failed() {
-			t.Logf("manager log:\n%s", managerLog.String())
+			t.Logf("%s log:\n%s", name, log.String())
 		}
-		// A permission the RBAC of config/default lacks shows up as "forbidden".
-		if strings.Contains(managerLog.String(), "forbidden") {
-			t.Errorf("the manager was refused something with the RBAC of config/default:\n%s", grep(managerLog.String(), "forbidden"))
+		if strings.Contains(log.String(), "forbidden") {
+			t.Errorf("the %s was refused something with the RBAC of config/default:\n%s", name, grep(log.String(), "forbidden"))
 		}
 	}
-	return stop
 }
 
 func grep(s, what string) string {

@@ -1,0 +1,74 @@
+// Command nic-agent is isochron's NIC agent: one per node (DaemonSet isochron-nic-agent,
+// host network, NET_ADMIN only), it programs the egress of the node's RT uplinks from the
+// CrawlerVMs placed on the node (controllers/nicagent, internal/nic) and runs the RTvNIC
+// study's feedback on their classes. docs/rt-network.md.
+package main
+
+import (
+	"flag"
+	"os"
+
+	"k8s.io/apimachinery/pkg/fields"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	corev1 "k8s.io/api/core/v1"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/controllers"
+	"isochron.io/isochron/controllers/nicagent"
+)
+
+func main() {
+	var node, probeAddr string
+	flag.StringVar(&node, "node-name", os.Getenv("NODE_NAME"), "The node the agent runs on (the DaemonSet passes spec.nodeName as NODE_NAME).")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8082", "Address of the health and readiness probes.")
+	opts := zap.Options{}
+	opts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	log := ctrl.Log.WithName("setup")
+	if node == "" {
+		log.Error(nil, "No node: set --node-name or NODE_NAME (the DaemonSet sets it from spec.nodeName)")
+		os.Exit(1)
+	}
+	// The agent's cache: every CrawlerVM (a crawler moving off the node must be seen),
+	// profiles, networks, and its own Node only.
+	cacheOpts := controllers.CacheOptions()
+	if cacheOpts.ByObject == nil {
+		cacheOpts.ByObject = map[client.Object]cache.ByObject{}
+	}
+	cacheOpts.ByObject[&corev1.Node{}] = cache.ByObject{Field: fields.OneTermEqualSelector("metadata.name", node)}
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                 controllers.Scheme(),
+		Cache:                  cacheOpts,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: probeAddr,
+	})
+	if err != nil {
+		log.Error(err, "Unable to create manager")
+		os.Exit(1)
+	}
+	r := &nicagent.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor(isov1.NICAgent), Node: node, Programmer: newHost()}
+	if err := r.SetupWithManager(mgr); err != nil {
+		log.Error(err, "Unable to set up the NIC agent")
+		os.Exit(1)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		log.Error(err, "Unable to set up health check")
+		os.Exit(1)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		log.Error(err, "Unable to set up ready check")
+		os.Exit(1)
+	}
+	log.Info("Starting the NIC agent", "node", node)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		log.Error(err, "NIC agent stopped")
+		os.Exit(1)
+	}
+}
