@@ -467,9 +467,9 @@ type RTNICStatus struct {
 	Deadline metav1.Duration `json:"deadline"`
 	// clean is the number of observations within the deadline since the last change
 	// (the feedback lowers a raised class after enough of them).
-	// +optional
+	// +required
 	// +kubebuilder:validation:Minimum=0
-	Clean int32 `json:"clean,omitempty"`
+	Clean int32 `json:"clean"`
 	// evidence identifies the last observation counted (a probe Job's name, or the
 	// host's drop counter of the class), so that none counts twice.
 	// +optional

@@ -176,36 +176,65 @@ func placeWithDeadline(t *testing.T, ns, name, network, node string, deadline ti
 	}
 }
 
-func waitSchedule(t *testing.T, h *host, want string) {
+// setup creates namespace ns with a bridge network per name (name -> bridge) and
+// registers the nodes.
+func setup(t *testing.T, ns string, nodes []string, bridges map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}}
+	for name, bridge := range bridges {
+		objs = append(objs, &nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: `{"cniVersion":"0.3.1","type":"bridge","bridge":"` + bridge + `"}`}})
+	}
+	for _, o := range objs {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range nodes {
+		if err := testenv.RegisterNode(ctx, env.Client, testenv.RTNode(n, 16)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// eventually polls cond until it holds (30 s at most); state says what was seen.
+func eventually(t *testing.T, what string, cond func() (ok bool, state string)) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for h.schedule() != want {
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("host schedule %q, want %q", h.schedule(), want)
+			t.Fatalf("not %s after 30s: %s", what, state)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
+// hasEvent says whether ns has an Event of reason on the object named name that match
+// accepts (any, when nil).
+func hasEvent(ns, name, reason string, match func(corev1.Event) bool) (bool, string) {
+	var events corev1.EventList
+	if err := env.Client.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
+		return false, err.Error()
+	}
+	return slices.ContainsFunc(events.Items, func(e corev1.Event) bool {
+		return e.InvolvedObject.Name == name && e.Reason == reason && (match == nil || match(e))
+	}), fmt.Sprintf("%d Events in %s", len(events.Items), ns)
+}
+
+func waitSchedule(t *testing.T, h *host, want string) {
+	t.Helper()
+	eventually(t, "host schedule "+want, func() (bool, string) { return h.schedule() == want, h.schedule() })
+}
+
 func TestAgentFollowsTheCrawlersOfItsNode(t *testing.T) {
 	ctx := context.Background()
 	const ns = "tenant-a"
-	for _, o := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		&nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rt-net"},
-			Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: `{"cniVersion":"0.3.1","type":"bridge","bridge":"br-rt"}`}},
-		&nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rt-lonely"},
-			Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: `{"cniVersion":"0.3.1","type":"bridge","bridge":"br-none"}`}},
-	} {
-		if err := env.Client.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, n := range []string{"agent-1", "agent-2"} {
-		if err := testenv.RegisterNode(ctx, env.Client, testenv.RTNode(n, 16)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setup(t, ns, []string{"agent-1", "agent-2"}, map[string]string{"rt-net": "br-rt", "rt-lonely": "br-none"})
 	h := newHost(map[string]string{"br-rt": "eth1"})
 	stop := agent(t, "agent-1", h, nil)
 
@@ -235,24 +264,11 @@ func TestAgentFollowsTheCrawlersOfItsNode(t *testing.T) {
 
 	// A network whose bridge has no port here is reported on the Node, not crashed on.
 	place(t, ns, "d", "rt-lonely", "agent-1")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var events corev1.EventList
-		if err := env.Client.List(ctx, &events, client.InNamespace("default")); err != nil {
-			t.Fatal(err)
-		}
-		found := slices.ContainsFunc(events.Items, func(e corev1.Event) bool {
-			return e.InvolvedObject.Name == "agent-1" && e.Reason == isov1.EventReasonRTUplinkUnavailable &&
-				strings.Contains(e.Message, "bridge br-none") && strings.Contains(e.Message, isov1.AnnotationRTUplink)
+	eventually(t, "an RTUplinkUnavailable Event on node agent-1", func() (bool, string) {
+		return hasEvent("default", "agent-1", isov1.EventReasonRTUplinkUnavailable, func(e corev1.Event) bool {
+			return strings.Contains(e.Message, "bridge br-none") && strings.Contains(e.Message, isov1.AnnotationRTUplink)
 		})
-		if found {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s Event on node agent-1", isov1.EventReasonRTUplinkUnavailable)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	})
 	if got := h.schedule(); got != "eth1="+ns+"/c" {
 		t.Errorf("schedule %q after the unavailable uplink, want eth1=%s/c", got, ns)
 	}
@@ -261,20 +277,14 @@ func TestAgentFollowsTheCrawlersOfItsNode(t *testing.T) {
 // crawlerStatus waits until the crawler's status.rtNIC satisfies cond.
 func crawlerStatus(t *testing.T, ns, name, what string, cond func(*isov1.RTNICStatus) bool) *isov1.CrawlerVM {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c := &isov1.CrawlerVM{}
+	c := &isov1.CrawlerVM{}
+	eventually(t, ns+"/"+name+": "+what, func() (bool, string) {
 		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, c); err != nil {
-			t.Fatal(err)
+			return false, err.Error()
 		}
-		if c.Status.RTNIC != nil && cond(c.Status.RTNIC) {
-			return c
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s/%s: status.rtNIC %+v, want %s", ns, name, c.Status.RTNIC, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return c.Status.RTNIC != nil && cond(c.Status.RTNIC), fmt.Sprintf("status.rtNIC %+v", c.Status.RTNIC)
+	})
+	return c
 }
 
 // TestFeedbackRaisesAndLowersAFlow: drops in a flow's class on the host raise it one
@@ -283,18 +293,7 @@ func crawlerStatus(t *testing.T, ns, name, what string, cond func(*isov1.RTNICSt
 func TestFeedbackRaisesAndLowersAFlow(t *testing.T) {
 	ctx := context.Background()
 	const ns = "tenant-f"
-	for _, o := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		&nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rt-net"},
-			Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: `{"cniVersion":"0.3.1","type":"bridge","bridge":"br-rt"}`}},
-	} {
-		if err := env.Client.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := testenv.RegisterNode(ctx, env.Client, testenv.RTNode("agent-f", 16)); err != nil {
-		t.Fatal(err)
-	}
+	setup(t, ns, []string{"agent-f"}, map[string]string{"rt-net": "br-rt"})
 	clk := clocktesting.NewFakePassiveClock(time.Now())
 	h := newHost(map[string]string{"br-rt": "eth3"})
 	agent(t, "agent-f", h, clk)
@@ -307,19 +306,9 @@ func TestFeedbackRaisesAndLowersAFlow(t *testing.T) {
 	if want := "raised to EF: the host dropped 7 packets of its class on eth3"; c.Status.RTNIC.Message != want {
 		t.Errorf("message %q, want %q", c.Status.RTNIC.Message, want)
 	}
-	for deadline := time.Now().Add(30 * time.Second); h.raise(key) != 1; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the host schedules %s raised %d, want 1", key, h.raise(key))
-		}
-	}
-	var events corev1.EventList
-	if err := env.Client.List(ctx, &events, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	if !slices.ContainsFunc(events.Items, func(e corev1.Event) bool {
-		return e.Reason == isov1.EventReasonRTNICRaised && e.InvolvedObject.Name == "f"
-	}) {
-		t.Errorf("no %s Event on the crawler", isov1.EventReasonRTNICRaised)
+	eventually(t, "the host scheduling "+key+" raised", func() (bool, string) { return h.raise(key) == 1, fmt.Sprint(h.raise(key)) })
+	if ok, state := hasEvent(ns, "f", isov1.EventReasonRTNICRaised, nil); !ok {
+		t.Errorf("no %s Event on the crawler: %s", isov1.EventReasonRTNICRaised, state)
 	}
 
 	// A clean probe before the interval has passed changes nothing; after it, lowers.

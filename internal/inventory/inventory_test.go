@@ -169,7 +169,7 @@ func TestResidentCarriesTheNICAgentsClass(t *testing.T) {
 	crawler := func(status *isov1.RTNICStatus) *isov1.CrawlerVM {
 		return &isov1.CrawlerVM{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "bms", Name: "a"},
-			Spec: isov1.CrawlerVMSpec{RPS: 100, RTNIC: &isov1.RTNIC{NetworkName: "rt-net", Deadline: ms(10), MinBandwidth: resource.MustParse("10M")}},
+			Spec:       isov1.CrawlerVMSpec{RPS: 100, RTNIC: &isov1.RTNIC{NetworkName: "rt-net", Deadline: ms(10), MinBandwidth: resource.MustParse("10M")}},
 			Status: isov1.CrawlerVMStatus{
 				Sizing:    &isov1.Sizing{VCPUs: 1, HostCPUs: 2, CPURequest: resource.MustParse("2"), Memory: resource.MustParse("1Gi")},
 				Placement: &isov1.PlacementStatus{Node: "n1"},
