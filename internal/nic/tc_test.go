@@ -63,7 +63,7 @@ func newLab(t *testing.T) *lab {
 	if l.up, err = netlink.LinkByName("up0"); err != nil {
 		t.Fatal(err)
 	}
-	peer, err := netlink.NewHandleAt(peerNS)
+	peer, err := netlink.NewHandleAt(peerNS, unix.NETLINK_ROUTE)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,17 +297,18 @@ func TestApplyReconciles(t *testing.T) {
 
 func TestApplyLeavesForeignRoot(t *testing.T) {
 	l := newLab(t)
-	tbf := &netlink.Tbf{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: l.up.Attrs().Index, Handle: handle(1, 0), Parent: netlink.HANDLE_ROOT},
-		Rate: 1_250_000, Limit: 15_000, Buffer: netlink.Xmittime(1_250_000, 1600)}
-	if err := netlink.QdiscAdd(tbf); err != nil {
+	// Someone's own HTB, with another handle: the same kind is not enough.
+	theirs := netlink.NewHtb(netlink.QdiscAttrs{LinkIndex: l.up.Attrs().Index, Handle: handle(1, 0), Parent: netlink.HANDLE_ROOT})
+	theirs.Defcls = 0x30
+	if err := netlink.QdiscAdd(theirs); err != nil {
 		t.Fatal(err)
 	}
 	_, err := Apply(l.up, mustPlan(t, 10*mbit))
-	want := "uplink up0: its root qdisc is tbf 1:0, not isochron's (htb 15c0:0)"
+	want := "uplink up0: its root qdisc is htb 1:0, not isochron's (htb 15c0:0)"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("Apply error = %v, want one containing %q", err, want)
 	}
-	if diff := cmp.Diff([]string{"qdisc tbf 1:0"}, l.state(t)); diff != "" {
+	if diff := cmp.Diff([]string{"qdisc htb 1:0 default 30"}, l.state(t)); diff != "" {
 		t.Errorf("the uplink (-want +got):\n%s", diff)
 	}
 	if changes, err := Remove(l.up); err != nil || len(changes) > 0 {
