@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Builds the network lab's VM (docs/netlab.md): Debian's kernel, fetched as e2e/guest/image.sh
+# fetches it (the package behind linux-image-amd64, with apt-get download, nothing else
+# downloaded), and an initramfs holding the lab's static binary as /init, internal/nic's
+# test binary as /nic.test and the kernel modules the lab needs, numbered so that name
+# order is load order:
+#
+#   hack/netlab/initramfs.sh NETLAB_BINARY NIC_TEST_BINARY WORKDIR
+#
+# WORKDIR (make netlab: bin/netlab) caches the kernel and its modules, so reruns download
+# nothing, and receives vmlinuz and initrd.gz, which `netlab -kernel -initrd` boots.
+set -euo pipefail
+
+die() { echo "netlab-initramfs: $*" >&2; exit 1; }
+log() { echo "netlab-initramfs: $*" >&2; }
+[[ $# -eq 3 ]] || die "usage: $0 NETLAB_BINARY NIC_TEST_BINARY WORKDIR"
+init=$1 nictest=$2 workdir=$3
+for f in "$init" "$nictest"; do
+  [[ -f $f && -x $f ]] || die "$f is not an executable file"
+done
+# The lab's links and queueing: veth pairs, bridges (the node's and the wire's), HTB and
+# its u32 filters (the agent's schedule), netem (the wire), nf_tables (the agent's DSCP
+# marking on the uplink's egress hook) with crc32c_generic, which its dependency libcrc32c
+# asks the crypto API for (a soft dependency modinfo's depends= does not name). bfifo is
+# built in.
+modules=(veth bridge sch_htb sch_netem cls_u32 crc32c_generic nf_tables)
+# Built-in options the lab cannot run without.
+required_config=(CONFIG_SERIAL_8250_CONSOLE CONFIG_BLK_DEV_INITRD CONFIG_RD_GZIP CONFIG_DEVTMPFS CONFIG_NET_NS
+  CONFIG_NET_SCH_FIFO CONFIG_NETFILTER_EGRESS CONFIG_NF_TABLES_NETDEV)
+
+mkdir -p "$workdir"
+workdir=$(cd "$workdir" && pwd)
+build=$(mktemp -d "$workdir/build.XXXXXX")
+trap 'rm -rf "$build"' EXIT
+
+# --- kernel: the versioned package behind linux-image-amd64 -------------------------------
+kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-[0-9].*\)$/\1/p' | head -n1)
+if [[ -z $kpkg && $(id -u) -eq 0 ]]; then
+  apt-get update -qq && kpkg=$(apt-cache depends linux-image-amd64 | sed -n 's/^ *Depends: \(linux-image-[0-9].*\)$/\1/p' | head -n1)
+fi
+[[ -n $kpkg ]] || die "apt-cache cannot resolve linux-image-amd64 (run apt-get update)"
+kver=$(apt-cache show --no-all-versions "$kpkg" | sed -n 's/^Version: //p' | head -n1)
+kdir=$workdir/kernel/${kpkg}_$kver
+if [[ ! -f $kdir/done || $(cat "$kdir/done") != "${modules[*]}" ]]; then
+  log "fetching $kpkg $kver with apt-get download"
+  rm -rf "$kdir" && mkdir -p "$kdir/modules" "$build/deb"
+  if ! (cd "$build/deb" && apt-get download -q "$kpkg=$kver" >"$build/apt.log" 2>&1); then
+    cat "$build/apt.log" >&2
+    die "apt-get download $kpkg=$kver failed"
+  fi
+  deb=$(echo "$build"/deb/*.deb)
+  [[ -f $deb ]] || die "apt-get download $kpkg=$kver wrote no .deb"
+  dpkg -x "$deb" "$build/root"
+  cp "$build"/root/boot/vmlinuz-* "$kdir/vmlinuz"
+  cp "$build"/root/boot/config-* "$kdir/config"
+  moddir=$(echo "$build"/root/lib/modules/*)
+  for opt in "${required_config[@]}"; do
+    grep -qx "$opt=y" "$kdir/config" || die "$kpkg: $opt is not built in"
+  done
+  declare -A seen=()
+  n=0
+  add() {
+    local name=${1//-/_} file dep
+    [[ -z ${seen[$name]:-} ]] || return 0
+    seen[$name]=1
+    grep -q "/${name}.ko$" "$moddir/modules.builtin" && return 0
+    file=$(find "$moddir/kernel" -name "$name.ko" -o -name "${name//_/-}.ko" | head -n1)
+    [[ -n $file ]] || die "$kpkg: module $name not found"
+    for dep in $(tr '\0' '\n' <"$file" | sed -n 's/^depends=//p' | head -n1 | tr ',' ' '); do
+      add "$dep"
+    done
+    cp "$file" "$kdir/modules/$(printf '%02d' "$n")-$name.ko"
+    n=$((n + 1))
+  }
+  for m in "${modules[@]}"; do add "$m"; done
+  echo "${modules[*]}" >"$kdir/done"
+  rm -rf "$build/deb" "$build/root"
+fi
+log "kernel $kpkg $kver, modules: $(cd "$kdir/modules" && echo ./*.ko | sed 's|\./||g')"
+
+# --- initramfs: /init, /nic.test, /dev/console, /modules ---------------------------------
+rootfs=$build/initramfs
+mkdir -p "$rootfs/dev" "$rootfs/proc" "$rootfs/sys" "$rootfs/modules"
+cp "$init" "$rootfs/init" && chmod 0755 "$rootfs/init"
+cp "$nictest" "$rootfs/nic.test" && chmod 0755 "$rootfs/nic.test"
+cp "$kdir"/modules/*.ko "$rootfs/modules/"
+chmod 0644 "$rootfs"/modules/*
+if [[ $(id -u) -eq 0 ]]; then
+  mknod -m 0600 "$rootfs/dev/console" c 5 1
+else
+  log "not root: no /dev/console in the initramfs (the init opens it from devtmpfs)"
+fi
+(cd "$rootfs" && find . -mindepth 1 | LC_ALL=C sort |
+  cpio --quiet -o -H newc -R 0:0 --reproducible) | gzip -1n >"$workdir/initrd.gz"
+cp "$kdir/vmlinuz" "$workdir/vmlinuz"
+
+size() { du -h --apparent-size "$1" | cut -f1; }
+echo "netlab-initramfs: $workdir/vmlinuz ($kpkg, $(size "$workdir/vmlinuz")), $workdir/initrd.gz ($(size "$workdir/initrd.gz"))"
