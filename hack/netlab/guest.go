@@ -29,7 +29,7 @@ type guestConfig struct {
 }
 
 // guest is PID 1 of the lab's VM: it runs internal/nic's tests, builds the lab and runs
-// the two measurements, reports on the console and powers the VM off.
+// the three measurements, reports on the console and powers the VM off.
 func guest() {
 	mountAll()
 	useConsole()
@@ -54,7 +54,7 @@ func guest() {
 	powerOff()
 }
 
-// measure runs the baseline, then the agent's schedule, on one lab.
+// measure runs the floor, the baseline, then the agent's schedule, on one lab.
 func measure(cfg guestConfig) error {
 	l, err := buildLab()
 	if err != nil {

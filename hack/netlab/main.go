@@ -1,14 +1,15 @@
 // Command netlab is the network lab (docs/netlab.md): the RTvNIC study's comparison on
-// real Linux queueing. Two RT flows (deadlines 5 ms and 10 ms, each within its minimum
-// bandwidth) and a best-effort flow that saturates the uplink cross a bridge and the
-// uplink to a wire at a line rate, twice: with the kernel's default on the uplink, then
-// with the NIC agent's schedule (internal/nic's Plan and Apply). A receiver at the far
-// end timestamps every packet.
+// real Linux queueing. Two RT flows (the study's 5 ms and 10 ms deadlines, stretched in
+// time by the lab's scale, each within its minimum bandwidth) and a best-effort flow that
+// saturates the uplink cross a bridge and the uplink to a wire at a line rate: alone
+// (floor), with the kernel's default on the uplink (baseline), then with the NIC agent's
+// schedule (internal/nic's Plan and Apply). A receiver at the far end timestamps every
+// packet.
 //
 // The same binary is both sides. As PID 1 of an initramfs next to Debian's kernel
 // (hack/netlab/initramfs.sh) it is the VM: it runs internal/nic's tests on that kernel,
-// builds the lab in network namespaces, runs the two measurements and reports them on the
-// serial console. On the host,
+// builds the lab in network namespaces, runs the three measurements and reports them on
+// the serial console. On the host,
 //
 //	netlab -kernel bin/netlab/vmlinuz -initrd bin/netlab/initrd.gz [-duration 60s]
 //
