@@ -31,7 +31,8 @@ type Programmer interface {
 	// Port is the interface by which bridge's traffic leaves the host: its one port that
 	// is not a VM's or a pod's.
 	Port(bridge string) (string, error)
-	// Apply makes link's egress schedule flows at linkRate (bits/s), changing only what
+	// Apply makes link's egress schedule flows shaped to linkRate (bits/s: the line rate's
+	// rtnet.ShapedRate), changing only what
 	// differs; no flows removes isochron's schedule. Nothing else's qdiscs are touched.
 	Apply(link string, linkRate int64, flows []Flow) error
 	// Programmed lists the links that carry isochron's schedule.
@@ -83,7 +84,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	if err := r.List(ctx, &profiles); err != nil {
 		return ctrl.Result{}, err
 	}
-	rate := inventory.Params(inventory.ProfileFor(node, profiles.Items)).LinkRateBitsPerSecond
+	// The uplink is shaped a little below its line rate, as the model assumes.
+	rate := rtnet.ShapedRate(inventory.Params(inventory.ProfileFor(node, profiles.Items)).LinkRateBitsPerSecond)
 	uplinks, skipped := Desired(r.Node, crawlers.Items, nads.Items)
 	byKey := map[string]*isov1.CrawlerVM{}
 	for i := range crawlers.Items {

@@ -17,15 +17,17 @@ import (
 // scale (the rate divided by it, deadlines and periods multiplied, frames unchanged): the
 // network's delays and the model's prediction scale exactly, while the emulated VM's own
 // timing noise, a few milliseconds, does not.
+// agentRate is the link rate the agent's schedule shapes the uplink to, as the NIC agent
+// does (rtnet.ShapedRate): below the line rate, so that the queue forms in HTB's classes
+// and not in the NIC's FIFO, which the uplink's qdisc cannot reorder (docs/netlab.md,
+// "The shaping rate").
+var agentRate = rtnet.ShapedRate(lineRate)
+
 const (
 	scale = 10
 
 	// lineRate is the wire's rate: the emulated NIC's line rate.
 	lineRate = 10_000_000 / scale
-	// agentRate is the link rate the agent's schedule shapes the uplink to: below the
-	// line rate, so that the queue forms in HTB's classes and not in the NIC's FIFO,
-	// which the uplink's qdisc cannot reorder (docs/netlab.md, "The shaping rate").
-	agentRate = lineRate * 95 / 100
 	// wireQueue is the NIC's FIFO, in frames: 10 best-effort frames, 12 ms at 10 Mbit/s
 	// as the default txqueuelen of 1000 frames is at the study's 1 Gbit/s.
 	wireQueue = 10

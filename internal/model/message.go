@@ -56,10 +56,10 @@ func (s *nodeState) message(w *Workload, objective float64, pr Prediction, head 
 		detail += ")"
 		action = "lower the node's total rps or give the host I/O path more or isolated CPUs"
 	case CauseNICBandwidth:
-		detail = fmt.Sprintf("RT-NICs on the node need %s of the NIC's %s", fmtBPS(s.nic.sumBandwidth), fmtBPS(s.nic.capacity))
+		detail = fmt.Sprintf("RT-NICs on the node need %s of the %s the uplink guarantees", fmtBPS(s.nic.sumBandwidth), fmtBPS(s.nic.capacity))
 		action = "lower spec.rtNIC.minBandwidth or move a crawler"
 	case CauseNICDeadline:
-		detail = fmt.Sprintf("worst-case RT-NIC delay %s against the %s deadline (%s bits of %s in its class or earlier at %s)",
+		detail = fmt.Sprintf("worst-case RT-NIC delay %s against the %s deadline (%s bits of %s in its class or earlier, and best effort's frame and burst, at the uplink's shaped %s)",
 			FormatError(nic.delay), FormatError(nic.deadline), fmtInt(int64(nic.backlogBits)), plural(int64(nic.flows), "flow"), fmtBPS(s.nic.linkRate))
 		action = "lengthen the deadline or move a crawler with a shorter one"
 		if nic.feasible {

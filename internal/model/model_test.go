@@ -190,8 +190,9 @@ func TestTerms(t *testing.T) {
 				withNIC(crawler("bms/b", 100, 1), 10*ms, 10_000_000),
 			},
 			key: "bms/b",
-			// (10 Mbit/s × 10 ms) × 2 + 12,000 bits at 1 Gbit/s.
-			want: Terms{Headroom: 544444 * time.Nanosecond, HostIO: 609541 * time.Nanosecond, NIC: 212 * us},
+			// (10 Mbit/s × 10 ms) × 2 + 12,000 bits + best effort's bucket (95,000 bits)
+			// at the 950 Mbit/s the agent shapes 1 Gbit/s to.
+			want: Terms{Headroom: 544444 * time.Nanosecond, HostIO: 609541 * time.Nanosecond, NIC: 323157 * time.Nanosecond},
 		},
 	}
 	for name, tc := range cases {
@@ -232,37 +233,38 @@ func TestNIC(t *testing.T) {
 			},
 		},
 		"a flow misses its deadline when equal-deadline bursts fill it": {
-			// (900 + 90) Mbit/s × 1 ms + 12,000 bits = 1,002,000 bits: 1.002 ms at 1 Gbit/s.
+			// (900 + 30) Mbit/s × 1 ms + 12,000 + 95,000 bits = 1,037,000 bits: 1.092 ms at 950 Mbit/s.
 			ws: []Workload{
 				withNIC(crawler("bms/a", 100, 1), ms, 900_000_000),
-				withNIC(crawler("bms/b", 100, 1), ms, 90_000_000),
+				withNIC(crawler("bms/b", 100, 1), ms, 30_000_000),
 			},
 			want: map[string]nicVerdict{
-				"bms/a": {CauseNICDeadline, false, 1002 * us},
-				"bms/b": {CauseNICDeadline, false, 1002 * us},
+				"bms/a": {CauseNICDeadline, false, 1091578 * time.Nanosecond},
+				"bms/b": {CauseNICDeadline, false, 1091578 * time.Nanosecond},
 			},
 		},
 		"a longer deadline does not delay a shorter one": {
-			// a: 50 Mbit/s × 1 ms + 12,000 bits; b: (50 + 200) Mbit/s × 20 ms + 12,000 bits.
+			// a: 50 Mbit/s × 1 ms + 107,000 bits; b: (50 + 200) Mbit/s × 20 ms + 107,000
+			// bits; at 950 Mbit/s (the frame on the wire and best effort's bucket: 107,000).
 			ws: []Workload{
 				withNIC(crawler("bms/a", 100, 1), ms, 50_000_000),
 				withNIC(crawler("bms/b", 100, 1), 20*ms, 200_000_000),
 			},
 			want: map[string]nicVerdict{
-				"bms/a": {CauseHostIO, true, 62 * us},
-				"bms/b": {CauseNICDeadline, true, 5012 * us},
+				"bms/a": {CauseHostIO, true, 165263 * time.Nanosecond},
+				"bms/b": {CauseNICDeadline, true, 5375789 * time.Nanosecond},
 			},
 		},
 		"a longer deadline in the same class delays a shorter one (deadline-monotonic classes, not EDF)": {
 			// 2 ms and 5 ms are both EF: a counts b's 50 Mbit/s × 2 ms too:
-			// (50 + 50) Mbit/s × 2 ms + 12,000 bits = 212,000 bits at 1 Gbit/s.
+			// (50 + 50) Mbit/s × 2 ms + 107,000 bits = 307,000 bits at 950 Mbit/s.
 			ws: []Workload{
 				withNIC(crawler("bms/a", 100, 1), 2*ms, 50_000_000),
 				withNIC(crawler("bms/b", 100, 1), 5*ms, 50_000_000),
 			},
 			want: map[string]nicVerdict{
-				"bms/a": {CauseHostIO, true, 212 * us},
-				"bms/b": {CauseHostIO, true, 512 * us},
+				"bms/a": {CauseHostIO, true, 323157 * time.Nanosecond},
+				"bms/b": {CauseNICDeadline, true, 638947 * time.Nanosecond},
 			},
 		},
 		"a flow the agent's feedback raised a class is served with the earlier class": {
@@ -272,15 +274,15 @@ func TestNIC(t *testing.T) {
 				raised(withNIC(crawler("bms/b", 100, 1), 10*ms, 50_000_000), 1),
 			},
 			want: map[string]nicVerdict{
-				"bms/a": {CauseHostIO, true, 212 * us},
-				"bms/b": {CauseNICDeadline, true, 1012 * us},
+				"bms/a": {CauseHostIO, true, 323157 * time.Nanosecond},
+				"bms/b": {CauseNICDeadline, true, 1165263 * time.Nanosecond},
 			},
 		},
 		"a flow's own requests are its burst when they exceed its bandwidth": {
 			// 1,000 requests/s × 5 ms = 5 requests of 16,000 bits, over 1 Mbit/s × 5 ms.
 			ws: []Workload{withNIC(crawler("bms/a", 1000, 4), 5*ms, 1_000_000)},
 			want: map[string]nicVerdict{
-				"bms/a": {CauseVCPUHeadroom, true, 92 * us},
+				"bms/a": {CauseVCPUHeadroom, true, 196842 * time.Nanosecond},
 			},
 		},
 		"a flow without a deadline only counts against the capacity": {
@@ -289,7 +291,7 @@ func TestNIC(t *testing.T) {
 				withNIC(crawler("bms/b", 100, 1), 0, 900_000_000),
 			},
 			want: map[string]nicVerdict{
-				"bms/a": {CauseHostIO, true, 62 * us},
+				"bms/a": {CauseHostIO, true, 165263 * time.Nanosecond},
 				"bms/b": {CauseHostIO, true, 0},
 			},
 		},
@@ -334,12 +336,12 @@ func TestMessages(t *testing.T) {
 			want: "peak CPU 0.28 over the 10ms window at 100 rps on 1 vCPU (28%): p99.999 error 1.011ms within the 10ms tolerance (8.989ms headroom)",
 		},
 		"nic-deadline names the backlog": {
-			node: bmsHost(), ws: []Workload{withNIC(crawler("bms/a", 100, 1), ms, 995_000_000)},
-			want: "worst-case RT-NIC delay 1.007ms against the 1ms deadline (995,000 bits of 1 flow in its class or earlier at 1 Gbit/s): infeasible although the p99.999 error 2.018ms is within the 10ms tolerance; lengthen the deadline or move a crawler with a shorter one",
+			node: bmsHost(), ws: []Workload{withNIC(crawler("bms/a", 100, 1), ms, 900_000_000)},
+			want: "worst-case RT-NIC delay 1.06ms against the 1ms deadline (900,000 bits of 1 flow in its class or earlier, and best effort's frame and burst, at the uplink's shaped 950 Mbit/s): infeasible although the p99.999 error 2.071ms is within the 10ms tolerance; lengthen the deadline or move a crawler with a shorter one",
 		},
 		"nic-bandwidth names the sum and the capacity": {
 			node: bmsHost(), ws: []Workload{withNIC(crawler("bms/a", 100, 1), ms, 1_500_000_000)},
-			want: "RT-NICs on the node need 1.5 Gbit/s of the NIC's 1 Gbit/s: p99.999 error unbounded over the 10ms tolerance; lower spec.rtNIC.minBandwidth or move a crawler",
+			want: "RT-NICs on the node need 1.5 Gbit/s of the 950 Mbit/s the uplink guarantees: p99.999 error unbounded over the 10ms tolerance; lower spec.rtNIC.minBandwidth or move a crawler",
 		},
 	}
 	for name, tc := range cases {

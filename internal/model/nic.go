@@ -17,9 +17,10 @@ import (
 //
 // Deadline: a packet of flow i can find ahead of it everything that flows of its class
 // or an earlier one may send within its deadline, plus one best-effort packet already on
-// the wire (non-preemptive):
+// the wire (non-preemptive) and the best-effort class's HTB bucket, which HTB may release
+// before it (rtnet.BucketBytes), all at the rate the agent shapes the link to:
 //
-//	d_i = (Σ_{j: class_j ≤ class_i} b_j(D_i) + L_BE) / C_link
+//	d_i = (Σ_{j: class_j ≤ class_i} b_j(D_i) + L_BE + 8·bucket(C)) / C,  C = rtnet.ShapedRate(C_link)
 //	b_j(D) = max(RequestBits × ⌈rps_j × D⌉, minBandwidth_j × D)
 //
 // b_j(D) is flow j's burst over a window D: its requests in that window, or what its
@@ -54,8 +55,9 @@ type nicFigures struct {
 // build schedules the RT-NICs of ws, reusing s's slices.
 func (s *nicState) build(p Params, ws []Workload) {
 	*s = nicState{
-		capacity: float64(p.NICCapacityBitsPerSecond),
-		linkRate: float64(p.LinkRateBitsPerSecond),
+		// The agent cannot guarantee more than the rate it shapes the link to.
+		capacity: float64(min(p.NICCapacityBitsPerSecond, rtnet.ShapedRate(p.LinkRateBitsPerSecond))),
+		linkRate: float64(rtnet.ShapedRate(p.LinkRateBitsPerSecond)),
 		figures:  s.figures[:0],
 		flows:    s.flows[:0],
 	}
@@ -104,7 +106,8 @@ func (s *nicState) build(p Params, ws []Workload) {
 			flows[b], flows[b-1] = flows[b-1], flows[b]
 		}
 	}
-	reqBits, be := float64(p.RequestBits), float64(p.BestEffortPacketBits)
+	reqBits := float64(p.RequestBits)
+	be := float64(p.BestEffortPacketBits) + 8*float64(rtnet.BucketBytes(rtnet.ShapedRate(p.LinkRateBitsPerSecond)))
 	for a := range flows {
 		d := flows[a].deadline
 		backlog, n := 0.0, 0

@@ -37,13 +37,8 @@ const (
 const MaxFlows = lastFlowMinor - firstFlowMinor + 1
 
 const (
-	// maxFrame is the largest Ethernet frame as the qdiscs count it (1500 B of payload, the
-	// header, a VLAN tag).
-	maxFrame = 1518
-	// BurstTime is how far ahead of its rate a class may send in one go: HTB's buffer is
-	// the class's rate over BurstTime, at least one maximum frame. A real-time packet may
-	// find that much best-effort traffic released ahead of it into the NIC's ring.
-	BurstTime = 100 * time.Microsecond
+	// maxFrame is the largest Ethernet frame as the qdiscs count it.
+	maxFrame = rtnet.MaxFrameBytes
 	// BestEffortQueue is the delay the best-effort class's FIFO holds at the link rate:
 	// the default txqueuelen of 1000 frames of 1500 B at 1 Gbit/s, the queue the RTvNIC
 	// study's NIC had.
@@ -206,9 +201,10 @@ func class(id, parent uint32, rate, ceil int64, prio, queue uint32) Class {
 	}
 }
 
-// burst is the bucket of a class at rate bits/s: BurstTime's worth, at least a frame.
+// burst is the bucket of a class at rate bits/s (rtnet.BucketBytes: rtnet.BurstTime's
+// worth, at least a frame), which the model's worst case counts too.
 func burst(rate int64) uint32 {
-	return uint32(max(int64(maxFrame), rate/8*int64(BurstTime)/int64(time.Second)))
+	return uint32(rtnet.BucketBytes(rate))
 }
 
 // queueBytes is what rate bits/s sends in d, at least minQueue.
