@@ -31,12 +31,12 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"isochron.io/isochron/internal/vminit"
 )
 
 const (
@@ -46,10 +46,10 @@ const (
 )
 
 func main() {
-	mountAll()
-	useConsole()
-	loadModules()
-	fmt.Printf("%sup (kernel %s)\n", prefix, kernelRelease())
+	vminit.MountAll(logf)
+	vminit.UseConsole(logf)
+	vminit.LoadModules(modulesDir, logf)
+	fmt.Printf("%sup (kernel %s)\n", prefix, vminit.KernelRelease())
 
 	if err := setLinkUp("lo"); err != nil {
 		logf("lo: %v", err)
@@ -62,57 +62,6 @@ func main() {
 
 func logf(format string, args ...any) {
 	fmt.Printf(prefix+format+"\n", args...)
-}
-
-func mountAll() {
-	for _, m := range []struct{ fstype, target string }{
-		{"proc", "/proc"}, {"sysfs", "/sys"}, {"devtmpfs", "/dev"},
-	} {
-		_ = os.MkdirAll(m.target, 0o755)
-		if err := unix.Mount(m.fstype, m.target, m.fstype, unix.MS_NOSUID, ""); err != nil && !errors.Is(err, unix.EBUSY) {
-			logf("mount %s: %v", m.target, err)
-		}
-	}
-}
-
-// useConsole makes /dev/console fd 0, 1 and 2, in case the kernel could not open it
-// before init started (an initramfs without /dev/console).
-func useConsole() {
-	fd, err := unix.Open("/dev/console", unix.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		logf("open /dev/console: %v", err)
-		return
-	}
-	for i := 0; i <= 2; i++ {
-		_ = unix.Dup3(fd, i, 0)
-	}
-	if fd > 2 {
-		_ = unix.Close(fd)
-	}
-}
-
-func loadModules() {
-	files, _ := filepath.Glob(filepath.Join(modulesDir, "*.ko"))
-	sort.Strings(files)
-	for _, path := range files {
-		f, err := os.Open(path)
-		if err != nil {
-			logf("module %s: %v", path, err)
-			continue
-		}
-		if err := unix.FinitModule(int(f.Fd()), "", 0); err != nil && !errors.Is(err, unix.EEXIST) {
-			logf("module %s: %v", path, err)
-		}
-		f.Close()
-	}
-}
-
-func kernelRelease() string {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		return "unknown"
-	}
-	return unix.ByteSliceToString(u.Release[:])
 }
 
 // netConfig is the static address the kernel command line asks for.

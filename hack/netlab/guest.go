@@ -3,18 +3,17 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"isochron.io/isochron/internal/nic"
+
+	"isochron.io/isochron/internal/vminit"
 )
 
 // prefix starts every line the guest writes for the host to read on the serial console.
@@ -31,10 +30,10 @@ type guestConfig struct {
 // guest is PID 1 of the lab's VM: it runs internal/nic's tests, builds the lab and runs
 // the three measurements, reports on the console and powers the VM off.
 func guest() {
-	mountAll()
-	useConsole()
-	loadModules()
-	say("up (kernel %s)", kernelRelease())
+	vminit.MountAll(say)
+	vminit.UseConsole(say)
+	vminit.LoadModules(modulesDir, say)
+	say("up (kernel %s)", vminit.KernelRelease())
 	say("clock: %s", clock())
 	cfg, err := parseGuestCmdline()
 	if err != nil {
@@ -191,50 +190,6 @@ func powerOff() {
 	select {}
 }
 
-// mountAll, useConsole and loadModules are what e2e/guest's init does first.
-func mountAll() {
-	for _, m := range []struct{ fstype, target string }{
-		{"proc", "/proc"}, {"sysfs", "/sys"}, {"devtmpfs", "/dev"},
-	} {
-		_ = os.MkdirAll(m.target, 0o755)
-		if err := unix.Mount(m.fstype, m.target, m.fstype, unix.MS_NOSUID, ""); err != nil && !errors.Is(err, unix.EBUSY) {
-			say("mount %s: %v", m.target, err)
-		}
-	}
-}
-
-func useConsole() {
-	fd, err := unix.Open("/dev/console", unix.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		say("open /dev/console: %v", err)
-		return
-	}
-	for i := 0; i <= 2; i++ {
-		_ = unix.Dup3(fd, i, 0)
-	}
-	if fd > 2 {
-		_ = unix.Close(fd)
-	}
-}
-
-// loadModules loads /modules/*.ko in name order: hack/netlab/initramfs.sh numbers them so
-// that dependencies come first.
-func loadModules() {
-	files, _ := filepath.Glob(filepath.Join(modulesDir, "*.ko"))
-	sort.Strings(files)
-	for _, path := range files {
-		f, err := os.Open(path)
-		if err != nil {
-			say("module %s: %v", path, err)
-			continue
-		}
-		if err := unix.FinitModule(int(f.Fd()), "", 0); err != nil && !errors.Is(err, unix.EEXIST) {
-			say("module %s: %v", path, err)
-		}
-		f.Close()
-	}
-}
-
 // clock is the VM's clocksource and whether high-resolution timers are on: the qdiscs'
 // timers are hrtimers.
 func clock() string {
@@ -245,12 +200,4 @@ func clock() string {
 		hres = "on"
 	}
 	return fmt.Sprintf("clocksource %s, high-resolution timers %s", strings.TrimSpace(string(src)), hres)
-}
-
-func kernelRelease() string {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		return "unknown"
-	}
-	return unix.ByteSliceToString(u.Release[:])
 }

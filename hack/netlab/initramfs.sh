@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the network lab's VM (docs/netlab.md): Debian's kernel, fetched as e2e/guest/image.sh
-# fetches it (the package behind linux-image-amd64, with apt-get download, nothing else
+# Builds the network lab's VM (docs/netlab.md): Debian's kernel, fetched as the e2e guest's
+# (e2e/guest/debian-kernel.sh: the package behind linux-image-amd64, with apt-get download, nothing else
 # downloaded), and an initramfs holding the lab's static binary as /init, internal/nic's
 # test binary as /nic.test and the kernel modules the lab needs, numbered so that name
 # order is load order:
@@ -15,6 +15,7 @@ die() { echo "netlab-initramfs: $*" >&2; exit 1; }
 log() { echo "netlab-initramfs: $*" >&2; }
 [[ $# -eq 3 ]] || die "usage: $0 NETLAB_BINARY NIC_TEST_BINARY WORKDIR"
 init=$1 nictest=$2 workdir=$3
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 for f in "$init" "$nictest"; do
   [[ -f $f && -x $f ]] || die "$f is not an executable file"
 done
@@ -34,49 +35,9 @@ build=$(mktemp -d "$workdir/build.XXXXXX")
 trap 'rm -rf "$build"' EXIT
 
 # --- kernel: the versioned package behind linux-image-amd64 -------------------------------
-kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-[0-9].*\)$/\1/p' | head -n1)
-if [[ -z $kpkg && $(id -u) -eq 0 ]]; then
-  apt-get update -qq && kpkg=$(apt-cache depends linux-image-amd64 | sed -n 's/^ *Depends: \(linux-image-[0-9].*\)$/\1/p' | head -n1)
-fi
-[[ -n $kpkg ]] || die "apt-cache cannot resolve linux-image-amd64 (run apt-get update)"
-kver=$(apt-cache show --no-all-versions "$kpkg" | sed -n 's/^Version: //p' | head -n1)
-kdir=$workdir/kernel/${kpkg}_$kver
-if [[ ! -f $kdir/done || $(cat "$kdir/done") != "${modules[*]}" ]]; then
-  log "fetching $kpkg $kver with apt-get download"
-  rm -rf "$kdir" && mkdir -p "$kdir/modules" "$build/deb"
-  if ! (cd "$build/deb" && apt-get download -q "$kpkg=$kver" >"$build/apt.log" 2>&1); then
-    cat "$build/apt.log" >&2
-    die "apt-get download $kpkg=$kver failed"
-  fi
-  deb=$(echo "$build"/deb/*.deb)
-  [[ -f $deb ]] || die "apt-get download $kpkg=$kver wrote no .deb"
-  dpkg -x "$deb" "$build/root"
-  cp "$build"/root/boot/vmlinuz-* "$kdir/vmlinuz"
-  cp "$build"/root/boot/config-* "$kdir/config"
-  moddir=$(echo "$build"/root/lib/modules/*)
-  for opt in "${required_config[@]}"; do
-    grep -qx "$opt=y" "$kdir/config" || die "$kpkg: $opt is not built in"
-  done
-  declare -A seen=()
-  n=0
-  add() {
-    local name=${1//-/_} file dep
-    [[ -z ${seen[$name]:-} ]] || return 0
-    seen[$name]=1
-    grep -q "/${name}.ko$" "$moddir/modules.builtin" && return 0
-    file=$(find "$moddir/kernel" -name "$name.ko" -o -name "${name//_/-}.ko" | head -n1)
-    [[ -n $file ]] || die "$kpkg: module $name not found"
-    for dep in $(tr '\0' '\n' <"$file" | sed -n 's/^depends=//p' | head -n1 | tr ',' ' '); do
-      add "$dep"
-    done
-    cp "$file" "$kdir/modules/$(printf '%02d' "$n")-$name.ko"
-    n=$((n + 1))
-  }
-  for m in "${modules[@]}"; do add "$m"; done
-  echo "${modules[*]}" >"$kdir/done"
-  rm -rf "$build/deb" "$build/root"
-fi
-log "kernel $kpkg $kver, modules: $(cd "$kdir/modules" && echo ./*.ko | sed 's|\./||g')"
+# shellcheck source=e2e/guest/debian-kernel.sh
+source "$repo/e2e/guest/debian-kernel.sh"
+debian_kernel "$workdir" "$build"
 
 # --- initramfs: /init, /nic.test, /dev/console, /modules ---------------------------------
 rootfs=$build/initramfs
