@@ -58,6 +58,8 @@ cert kube-proxy "/CN=system:kube-proxy"
 cert front-proxy-client "/CN=front-proxy-client"
 # Multus' thin plugin: its own user, bound to Multus' ClusterRole (multus-rbac.yaml).
 cert multus "/CN=multus"
+# whereabouts (IPAM): its own user too, bound to whereabouts' ClusterRole (whereabouts-rbac.yaml).
+cert whereabouts "/CN=whereabouts"
 cert kubelet-serving "/O=system:nodes/CN=system:node:$node" "DNS:$node,DNS:localhost,IP:127.0.0.1,IP:$ip"
 
 # kubeconfig NAME USER: a kubeconfig for the certificate NAME.
@@ -88,3 +90,6 @@ kubeconfig scheduler system:kube-scheduler
 kubeconfig kubelet "system:node:$node"
 kubeconfig kube-proxy system:kube-proxy
 kubeconfig multus multus
+# whereabouts keeps its IPPools and leases in its kubeconfig's namespace, kube-system
+# when the context names none (as here).
+kubeconfig whereabouts whereabouts

@@ -22,7 +22,14 @@ POD_CIDR=${E2E_LOCAL_POD_CIDR:-10.244.0.0/24}
 PAUSE_BIN=${PAUSE_BIN:-$repo/bin/pause}
 # Multus' thin plugin, built from gopkg.in/k8snetworkplumbingwg/multus-cni.v4 (e2e/local/modules/multus).
 MULTUS_BIN=${MULTUS_BIN:-$repo/bin/multus}
-# The second network check-multus.sh attaches through a NetworkAttachmentDefinition.
+# whereabouts, the cluster-wide IPAM plugin, built from github.com/k8snetworkplumbingwg/whereabouts
+# (e2e/local/modules/whereabouts), and its flat configuration file: the plugin looks for it
+# at this path on the node (as on a real node, where whereabouts' DaemonSet writes it);
+# up.sh writes it, down.sh removes it.
+WHEREABOUTS_BIN=${WHEREABOUTS_BIN:-$repo/bin/whereabouts}
+WHEREABOUTS_CONF=/etc/cni/net.d/whereabouts.d/whereabouts.conf
+# The second network check-multus.sh attaches through a NetworkAttachmentDefinition
+# (whereabouts IPAM).
 NAD_BRIDGE=e2elocal1
 NAD_CIDR=${E2E_LOCAL_NAD_CIDR:-10.245.0.0/24}
 SERVICE_CIDR=10.96.0.0/16

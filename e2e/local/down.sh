@@ -75,6 +75,14 @@ done
 # cgroups (empty now that their processes are gone).
 ip link delete e2elocal0 2>/dev/null || true
 ip link delete "$NAD_BRIDGE" 2>/dev/null || true
+# whereabouts' flat file, if it is this cluster's, and the directories up.sh made for it.
+if [[ -f $WHEREABOUTS_CONF ]] && grep -qF "$STATE/whereabouts.kubeconfig" "$WHEREABOUTS_CONF"; then
+  rm -f "$WHEREABOUTS_CONF"
+fi
+if [[ -f $RUN/whereabouts-dirs ]]; then
+  while read -r d; do rmdir "$d" 2>/dev/null || true; done <"$RUN/whereabouts-dirs"
+  rm -f "$RUN/whereabouts-dirs"
+fi
 for root in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
   if [[ -d $root ]]; then find "$root" -depth -type d -exec rmdir {} \; 2>/dev/null || true; fi
 done

@@ -3,12 +3,15 @@
 # modules (bin/k8s/<version>) and Debian's containerd, runc and CNI plugins, with no
 # image pull: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy
 # (iptables mode), containerd and a kubelet with the static CPU Manager (reservedSystemCPUs "0"); Multus' thin plugin
-# ($MULTUS_BIN, make e2e-local-multus) is the CNI, delegating to a bridge. All state, logs
-# and pid files live under bin/e2e-local/; e2e/local/down.sh stops it.
+# ($MULTUS_BIN, make e2e-local-multus) is the CNI, delegating to a bridge; whereabouts
+# ($WHEREABOUTS_BIN, make e2e-local-whereabouts) gives secondary networks cluster-wide
+# addresses. All state, logs and pid files live under bin/e2e-local/; e2e/local/down.sh
+# stops it.
 #
-# Needs root, cgroup v1 or v2, the Debian packages of e2e/prereqs.sh local, and the
+# Needs root, cgroup v1 or v2, the Debian packages of e2e/prereqs.sh local, the
 # images archives IMAGE_ARCHIVES (space-separated
-# `docker save` archives, imported into containerd's k8s.io namespace).
+# `docker save` archives, imported into containerd's k8s.io namespace) and whereabouts'
+# CRDs WHEREABOUTS_CRDS (space-separated files, from its module's doc/crds).
 set -euo pipefail
 # shellcheck source=e2e/local/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -19,6 +22,9 @@ for b in kube-apiserver etcd kube-controller-manager kube-scheduler kubelet kube
 done
 [[ -x /usr/lib/cni/bridge ]] || die "Debian's packages are missing: e2e/prereqs.sh local (make e2e-local-prereqs)"
 [[ -x $MULTUS_BIN ]] || die "$MULTUS_BIN is missing: make e2e-local-multus"
+[[ -x $WHEREABOUTS_BIN ]] || die "$WHEREABOUTS_BIN is missing: make e2e-local-whereabouts"
+[[ -n ${WHEREABOUTS_CRDS:-} ]] || die "WHEREABOUTS_CRDS is not set: run make e2e-local-up, which passes whereabouts' CRDs from its module"
+for crd in $WHEREABOUTS_CRDS; do [[ -f $crd ]] || die "whereabouts' CRD $crd is missing"; done
 [[ -x $PAUSE_BIN ]] || die "$PAUSE_BIN is missing: make e2e-local-images"
 
 mkdir -p "$RUN" "$LOGS" "$STATE/containerd" "$STATE/cni/net.d" "$STATE/cni/bin" "$STATE/manifests"
@@ -71,8 +77,9 @@ start kube-apiserver "$KUBE_BIN/kube-apiserver" \
   --requestheader-extra-headers-prefix X-Remote-Extra- \
   --proxy-client-cert-file "$pki/front-proxy-client.crt" --proxy-client-key-file "$pki/front-proxy-client.key"
 wait_for kube-apiserver 90 kubectl_ get --raw /readyz
-# Multus' own permissions, before any pod needs them.
+# Multus' and whereabouts' own permissions, before any pod needs them.
 kubectl_ apply -f "$repo/e2e/local/multus-rbac.yaml" >/dev/null
+kubectl_ apply -f "$repo/e2e/local/whereabouts-rbac.yaml" >/dev/null
 # kube-proxy in iptables mode (conntrack and the iptables nat table are built into this
 # kernel) makes Services work, the `kubernetes` Service (10.96.0.1:443) included; it
 # replaces the DNAT rule of stages 1 and 2, deleted here should a run of those be left.
@@ -156,6 +163,23 @@ TOML
 rm -f "$STATE/cni/net.d/10-e2e-local.conflist" # stage 1's config, before Multus
 for p in /usr/lib/cni/*; do ln -sfn "$p" "$STATE/cni/bin/$(basename "$p")"; done
 ln -sfn "$MULTUS_BIN" "$STATE/cni/bin/multus"
+ln -sfn "$WHEREABOUTS_BIN" "$STATE/cni/bin/whereabouts"
+# whereabouts reads the API with the kubeconfig its flat file names, and looks for that
+# file at fixed paths of the node (a NAD names only {"type": "whereabouts", "range": ...}):
+# $WHEREABOUTS_CONF, unless another file it prefers exists. up.sh writes it and records
+# the directories it created for down.sh; a file of another installation is left alone.
+[[ ! -e /etc/kubernetes/cni/net.d/whereabouts.d/whereabouts.conf ]] ||
+  die "/etc/kubernetes/cni/net.d/whereabouts.d/whereabouts.conf exists: whereabouts would read it instead of $WHEREABOUTS_CONF; move it away"
+if [[ -e $WHEREABOUTS_CONF ]] && ! grep -qF "$STATE/whereabouts.kubeconfig" "$WHEREABOUTS_CONF"; then
+  die "$WHEREABOUTS_CONF exists and is not this cluster's: move it away (another whereabouts installation?)"
+fi
+wa_dir=$(dirname "$WHEREABOUTS_CONF")
+while [[ ! -d $wa_dir ]]; do echo "$wa_dir" >>"$RUN/whereabouts-dirs"; wa_dir=$(dirname "$wa_dir"); done
+mkdir -p "$(dirname "$WHEREABOUTS_CONF")"
+cat >"$WHEREABOUTS_CONF" <<JSON
+{"datastore": "kubernetes", "kubernetes": {"kubeconfig": "$STATE/whereabouts.kubeconfig"},
+ "log_file": "$LOGS/whereabouts.log", "log_level": "debug"}
+JSON
 cat >"$STATE/cni/net.d/00-multus.conf" <<JSON
 {
   "cniVersion": "0.4.0",
@@ -262,6 +286,11 @@ wait_for "default ServiceAccount" 60 kubectl_ get serviceaccount default -n defa
 # Multus reads NetworkAttachmentDefinitions: its CRD (the operator's, config/thirdparty).
 kubectl_ apply -f "$repo/config/thirdparty/multus/networks-crd.yaml" >/dev/null
 kubectl_ wait --for=condition=Established crd/network-attachment-definitions.k8s.cni.cncf.io --timeout=60s >/dev/null
+# whereabouts keeps its leases in IPPools (and OverlappingRangeIPReservations): its CRDs,
+# of the version its binary was built from.
+for crd in $WHEREABOUTS_CRDS; do kubectl_ apply --server-side -f "$crd" >/dev/null; done
+kubectl_ wait --for=condition=Established crd/ippools.whereabouts.cni.cncf.io \
+  crd/overlappingrangeipreservations.whereabouts.cni.cncf.io --timeout=60s >/dev/null
 
 log "cluster up in $((SECONDS - t0))s: export KUBECONFIG=$KUBECONFIG_ADMIN"
 kubectl_ get node -o wide

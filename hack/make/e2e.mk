@@ -3,7 +3,8 @@
 # The e2e suite (e2e/, build tag e2e) and its two clusters: kind with nested
 # virtualisation (for users; cannot run on the project's machines) and a local cluster
 # of binaries built from Go modules. Expects LOCALBIN, GO, KUBE_VERSION, ENVTEST_ASSETS,
-# KUSTOMIZE, VERSION, IMG, PROBE_IMG and the E2E_* / KIND_* pins from the main Makefile.
+# KUSTOMIZE, VERSION, IMG, PROBE_IMG and the E2E_* / KIND_* / MULTUS_VERSION /
+# WHEREABOUTS_VERSION pins from the main Makefile.
 E2E_ARTIFACTS ?= $(LOCALBIN)/e2e-artifacts
 E2E_LOCAL_STATE ?= $(LOCALBIN)/e2e-local
 E2E_LOCAL_IMAGES := $(E2E_LOCAL_STATE)/images
@@ -87,6 +88,23 @@ $(E2E_LOCAL_MULTUS): e2e/local/modules/multus/go.mod e2e/local/modules/multus/go
 		-ldflags '-s -w -X gopkg.in/k8snetworkplumbingwg/multus-cni.v4/pkg/multus.version=$(MULTUS_VERSION)' \
 		gopkg.in/k8snetworkplumbingwg/multus-cni.v4/cmd/multus
 
+# whereabouts, the IPAM plugin that leases secondary networks' addresses cluster-wide
+# (config/samples/rt-net.yaml uses it), pinned by the separate module
+# e2e/local/modules/whereabouts (its go.mod must require WHEREABOUTS_VERSION). up.sh
+# installs the CRDs of the same module version, from its source in the module cache.
+WHEREABOUTS_MODULE := github.com/k8snetworkplumbingwg/whereabouts
+E2E_LOCAL_WHEREABOUTS ?= $(LOCALBIN)/whereabouts
+
+.PHONY: e2e-local-whereabouts
+e2e-local-whereabouts: $(E2E_LOCAL_WHEREABOUTS) ## Build whereabouts' IPAM CNI plugin from its Go module (e2e/local/modules/whereabouts/go.mod).
+
+$(E2E_LOCAL_WHEREABOUTS): e2e/local/modules/whereabouts/go.mod e2e/local/modules/whereabouts/go.sum
+	@grep -q '$(WHEREABOUTS_MODULE) $(WHEREABOUTS_VERSION)$$' e2e/local/modules/whereabouts/go.mod || \
+		{ echo "e2e/local/modules/whereabouts/go.mod does not require $(WHEREABOUTS_MODULE) $(WHEREABOUTS_VERSION)"; exit 1; }
+	cd e2e/local/modules/whereabouts && CGO_ENABLED=0 $(GO) build -trimpath -o $(abspath $@) \
+		-ldflags '-s -w -X $(WHEREABOUTS_MODULE)/pkg/version.Version=$(WHEREABOUTS_VERSION) -X $(WHEREABOUTS_MODULE)/pkg/version.ReleaseStatus=released' \
+		$(WHEREABOUTS_MODULE)/cmd
+
 # KubeVirt (stage 3): its components from the kubevirt.io/kubevirt module pinned by
 # e2e/local/modules/kubevirt (which must require KUBEVIRT_VERSION), libvirt and QEMU from Debian
 # (E2E_KUBEVIRT_SUITE), and the e2e guest as a containerDisk. Binaries and the Debian
@@ -115,8 +133,11 @@ e2e-local-kubevirt-images: e2e-local-prereqs e2e-local-kubevirt-bins $(E2E_KUBEV
 	e2e/guest/image.sh $(E2E_GUEST_IMG) $(LOCALBIN)/e2e-guest-init $(E2E_LOCAL_IMAGES)/e2e-guest.tar $(LOCALBIN)/e2e-guest
 
 .PHONY: e2e-local-up
-e2e-local-up: e2e-local-prereqs e2e-local-bins e2e-local-images $(E2E_LOCAL_MULTUS) e2e-local-kubevirt-images ## Start etcd, API server, controller-manager, scheduler, kube-proxy, containerd (Multus as CNI), a kubelet (static CPU Manager) and KubeVirt here; run e2e-local-check.
+e2e-local-up: e2e-local-prereqs e2e-local-bins e2e-local-images $(E2E_LOCAL_MULTUS) $(E2E_LOCAL_WHEREABOUTS) e2e-local-kubevirt-images ## Start etcd, API server, controller-manager, scheduler, kube-proxy, containerd (Multus as CNI, whereabouts as IPAM), a kubelet (static CPU Manager) and KubeVirt here; run e2e-local-check.
+	wa=$$(cd e2e/local/modules/whereabouts && $(GO) mod download $(WHEREABOUTS_MODULE) && $(GO) list -m -f '{{.Dir}}' $(WHEREABOUTS_MODULE)); \
 	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) MULTUS_BIN=$(abspath $(E2E_LOCAL_MULTUS)) \
+		WHEREABOUTS_BIN=$(abspath $(E2E_LOCAL_WHEREABOUTS)) \
+		WHEREABOUTS_CRDS="$$wa/doc/crds/whereabouts.cni.cncf.io_ippools.yaml $$wa/doc/crds/whereabouts.cni.cncf.io_overlappingrangeipreservations.yaml" \
 		IMAGE_ARCHIVES="$(E2E_LOCAL_IMAGES)/pause.tar $(E2E_LOCAL_IMAGES)/rtprobe.tar $(E2E_LOCAL_IMAGES)/manager.tar" \
 		e2e/local/up.sh
 	$(MAKE) e2e-local-check
@@ -135,7 +156,7 @@ e2e-local: e2e-local-prereqs ## Bring up the local cluster from scratch (all sta
 		$(MAKE) e2e E2E_GUEST_IMAGE=$(E2E_GUEST_IMG)
 
 .PHONY: e2e-local-check
-e2e-local-check: e2e-local-prereqs ## Check the running local cluster: a Guaranteed pod gets an exclusive CPU; Multus attaches a NAD's second network; a ClusterIP Service answers (kube-proxy).
+e2e-local-check: e2e-local-prereqs ## Check the running local cluster: a Guaranteed pod gets an exclusive CPU; Multus attaches a NAD's second network with a whereabouts address; a ClusterIP Service answers (kube-proxy).
 	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) PROBE_IMG=$(PROBE_IMG) \
 		e2e/local/check-exclusive-cpu.sh
 	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) PROBE_IMG=$(PROBE_IMG) \
