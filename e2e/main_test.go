@@ -195,7 +195,20 @@ func deploy(ctx context.Context) error {
 		if err := cl.Get(ctx, client.ObjectKey{Namespace: operatorNS, Name: operatorDep}, dep); err != nil {
 			return false, "", err
 		}
-		return dep.Status.AvailableReplicas > 0, fmt.Sprintf("deployment %s: %d available", operatorDep, dep.Status.AvailableReplicas), nil
+		if dep.Status.AvailableReplicas == 0 {
+			return false, fmt.Sprintf("deployment %s: none available", operatorDep), nil
+		}
+		// The RT-network admission policy denies every CrawlerVM until the API server has
+		// read its parameter ConfigMap ("no params found for policy binding"): a crawler
+		// must pass a dry run first. An API server from which the operator was removed
+		// before never reads it again (kubernetes/kubernetes#130887: the ConfigMap
+		// informer of a policy's paramKind stops for good once no binding names it), so
+		// the message says so.
+		if err := cl.Create(ctx, crawler(operatorNS, "e2e-admission-check"), client.DryRunAll); err != nil {
+			return false, "a CrawlerVM is not admitted yet: " + err.Error() + " (if the operator was removed from this API server before, " + //nolint:nilerr // the policy's parameters arrive shortly: keep polling
+				"kube-apiserver has lost the policy's parameters until it restarts: kubernetes/kubernetes#130887)", nil
+		}
+		return true, "", nil
 	})
 }
 
