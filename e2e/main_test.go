@@ -31,8 +31,9 @@ import (
 // Settings, from the environment. The images have no default here: make e2e passes the
 // Makefile's pins (the one place versions are set), and the suite refuses to run without.
 var (
-	managerImage = os.Getenv("E2E_IMG")
-	probeImage   = os.Getenv("E2E_PROBE_IMG")
+	managerImage  = os.Getenv("E2E_IMG")
+	nicAgentImage = os.Getenv("E2E_NIC_AGENT_IMG")
+	probeImage    = os.Getenv("E2E_PROBE_IMG")
 	// probeCPU, if set, becomes the manager's --probe-cpu (a fraction on nodes too small
 	// to spare the probe an exclusive CPU).
 	probeCPU   = os.Getenv("E2E_PROBE_CPU")
@@ -46,11 +47,16 @@ var (
 	guestRunsAgent = os.Getenv("E2E_GUEST_RUNS_AGENT") != ""
 	// keep leaves the operator and the test namespaces in place after the run.
 	keep = os.Getenv("E2E_KEEP") != ""
+	// rtUplink is a host interface of the node this suite runs on, a port of the Linux
+	// bridge the NIC agent test's RT network uses (make e2e-local sets it); unset, that
+	// test is skipped (kind: the suite does not run on the node).
+	rtUplink = os.Getenv("E2E_RT_UPLINK")
 )
 
 const (
 	operatorNS  = "isochron-system"
 	operatorDep = "isochron-controller-manager"
+	nicAgentDS  = "isochron-nic-agent"
 	fieldOwner  = client.FieldOwner("isochron-e2e")
 )
 
@@ -67,7 +73,7 @@ func env(key, def string) string {
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	for key, v := range map[string]string{"E2E_IMG": managerImage, "E2E_PROBE_IMG": probeImage, "E2E_GUEST_IMAGE": guestImage} {
+	for key, v := range map[string]string{"E2E_IMG": managerImage, "E2E_NIC_AGENT_IMG": nicAgentImage, "E2E_PROBE_IMG": probeImage, "E2E_GUEST_IMAGE": guestImage} {
 		if v == "" {
 			fmt.Fprintf(os.Stderr, "e2e: %s is not set: run the suite with make e2e (or e2e-kind, e2e-local), which passes the Makefile's pins\n", key)
 			return 1
@@ -104,7 +110,7 @@ func run(m *testing.M) int {
 
 // operatorObjects renders config/default with the images under test: the manager's
 // image and its --probe-image argument are set on the Deployment (and --probe-cpu
-// when E2E_PROBE_CPU is set).
+// when E2E_PROBE_CPU is set), the NIC agent's image on its DaemonSet.
 func operatorObjects() ([]*unstructured.Unstructured, error) {
 	out, err := exec.Command(kustomize, "build", "../config/default").Output()
 	if err != nil {
@@ -127,8 +133,13 @@ func operatorObjects() ([]*unstructured.Unstructured, error) {
 		if len(u.Object) == 0 {
 			continue
 		}
-		if u.GetKind() == "Deployment" && u.GetName() == operatorDep {
+		switch {
+		case u.GetKind() == "Deployment" && u.GetName() == operatorDep:
 			if err := setImages(u); err != nil {
+				return nil, err
+			}
+		case u.GetKind() == "DaemonSet" && u.GetName() == nicAgentDS:
+			if err := setAgentImage(u); err != nil {
 				return nil, err
 			}
 		}
@@ -168,6 +179,32 @@ func setImages(u *unstructured.Unstructured) error {
 	return nil
 }
 
+// setAgentImage sets the NIC agent's image on its DaemonSet.
+func setAgentImage(u *unstructured.Unstructured) error {
+	ds := &appsv1.DaemonSet{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, ds); err != nil {
+		return err
+	}
+	found := false
+	for i := range ds.Spec.Template.Spec.Containers {
+		if c := &ds.Spec.Template.Spec.Containers[i]; c.Name == "nic-agent" {
+			c.Image, found = nicAgentImage, true
+		}
+	}
+	if !found {
+		return fmt.Errorf("DaemonSet %s has no container nic-agent to set the image %s on", nicAgentDS, nicAgentImage)
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ds)
+	if err != nil {
+		return err
+	}
+	delete(obj, "status")
+	u.Object = obj
+	u.SetAPIVersion("apps/v1")
+	u.SetKind("DaemonSet")
+	return nil
+}
+
 func deploy(ctx context.Context) error {
 	objs, err := operatorObjects()
 	if err != nil {
@@ -186,7 +223,7 @@ func deploy(ctx context.Context) error {
 			return fmt.Errorf("applying %s %s: %w", o.GetKind(), o.GetName(), err)
 		}
 	}
-	fmt.Printf("e2e: deployed the operator (%s, probes %s); waiting for it\n", managerImage, probeImage)
+	fmt.Printf("e2e: deployed the operator (%s, NIC agent %s, probes %s); waiting for it\n", managerImage, nicAgentImage, probeImage)
 	return poll(ctx, 5*time.Minute, func() (bool, string, error) {
 		if err := cl.List(ctx, &isov1.CrawlerVMList{}); err != nil {
 			return false, "CrawlerVM API not served yet: " + err.Error(), nil //nolint:nilerr // not served yet is transient: keep polling
@@ -258,8 +295,9 @@ func stderrOf(err error) string {
 }
 
 // saveArtifacts writes what explains a failure under E2E_ARTIFACTS/<name>: the
-// namespace's events and objects as YAML (when namespace is set), the nodes, and the
-// operator's log. Errors are printed, never fatal: artifacts are best effort.
+// namespace's events and objects as YAML (when namespace is set), the nodes and their
+// events, and the logs of the operator and the NIC agents. Errors are printed, never
+// fatal: artifacts are best effort.
 func saveArtifacts(name, namespace string) {
 	dir := filepath.Join(artifacts, strings.ReplaceAll(name, "/", "_"))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -271,6 +309,8 @@ func saveArtifacts(name, namespace string) {
 		"operator.log":         {"logs", "-n", operatorNS, "-l", "control-plane=controller-manager", "--all-containers", "--prefix", "--tail=-1"},
 		"operator-pods.yaml":   {"get", "pods", "-n", operatorNS, "-o", "yaml"},
 		"operator-events.yaml": {"get", "events", "-n", operatorNS, "-o", "yaml"},
+		"nic-agent.log":        {"logs", "-n", operatorNS, "-l", "app.kubernetes.io/component=nic-agent", "--all-containers", "--prefix", "--tail=-1"},
+		"node-events.yaml":     {"get", "events", "-A", "--field-selector", "involvedObject.kind=Node", "-o", "yaml"},
 	}
 	if namespace != "" {
 		dumps["events.yaml"] = []string{"get", "events", "-n", namespace, "-o", "yaml"}

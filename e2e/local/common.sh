@@ -32,6 +32,12 @@ WHEREABOUTS_CONF=/etc/cni/net.d/whereabouts.d/whereabouts.conf
 # (whereabouts IPAM).
 NAD_BRIDGE=e2elocal1
 NAD_CIDR=${E2E_LOCAL_NAD_CIDR:-10.245.0.0/24}
+# The RT network of the e2e suite's NIC agent test: a bridge with an uplink, one end of a
+# veth pair whose other end goes nowhere (up.sh). The agent finds a bridge's uplink by
+# itself only when it is no veth, so the test's network names it (isochron.io/rt-uplink).
+RT_BRIDGE=e2elocalrt
+RT_UPLINK=e2elocalrt-up
+RT_UPLINK_PEER=e2elocalrt-far
 SERVICE_CIDR=10.96.0.0/16
 # The kubelet's root: KubeVirt's virt-handler mounts /var/lib/kubelet (pods, device
 # plugins, seccomp) from the host by that path, so the local cluster uses the standard one.

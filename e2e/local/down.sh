@@ -71,10 +71,13 @@ iptables -t nat -S PREROUTING 2>/dev/null | { grep -e "-d ${SERVICE_CIDR%.0/*}.1
 for dir in -s -d; do
   while iptables -D FORWARD "$dir" "$POD_CIDR" -m comment --comment "isochron e2e-local pods" -j ACCEPT 2>/dev/null; do :; done
 done
-# The pod bridges (default network, check-multus.sh's second network) and the pods'
-# cgroups (empty now that their processes are gone).
+# The pod bridges (default network, check-multus.sh's second network, the suite's RT
+# network with its uplink veth pair) and the pods' cgroups (empty now that their
+# processes are gone).
 ip link delete e2elocal0 2>/dev/null || true
 ip link delete "$NAD_BRIDGE" 2>/dev/null || true
+ip link delete "$RT_UPLINK" 2>/dev/null || true
+ip link delete "$RT_BRIDGE" 2>/dev/null || true
 # whereabouts' flat file, if it is this cluster's, and the directories up.sh made for it.
 if [[ -f $WHEREABOUTS_CONF ]] && grep -qF "$STATE/whereabouts.kubeconfig" "$WHEREABOUTS_CONF"; then
   rm -f "$WHEREABOUTS_CONF"

@@ -201,6 +201,17 @@ cat >"$STATE/cni/net.d/00-multus.conf" <<JSON
   }]
 }
 JSON
+# The RT network of the suite's NIC agent test: bridge $RT_BRIDGE with an uplink port
+# $RT_UPLINK, one end of a veth pair (its peer $RT_UPLINK_PEER stays unattached and up).
+if ! ip link show "$RT_BRIDGE" >/dev/null 2>&1; then
+  ip link add "$RT_BRIDGE" type bridge
+fi
+if ! ip link show "$RT_UPLINK" >/dev/null 2>&1; then
+  ip link add "$RT_UPLINK" type veth peer name "$RT_UPLINK_PEER"
+fi
+ip link set "$RT_UPLINK" master "$RT_BRIDGE"
+for l in "$RT_UPLINK_PEER" "$RT_UPLINK" "$RT_BRIDGE"; do ip link set "$l" up; done
+
 # KubeVirt's hostPath volumes with Bidirectional propagation (/var/lib/kubelet,
 # /var/run/kubevirt) need shared mounts. systemd makes / shared on most hosts; here it
 # is private. containerd looks the hostPath up in mountinfo without resolving symlinks

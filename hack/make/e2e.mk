@@ -3,8 +3,8 @@
 # The e2e suite (e2e/, build tag e2e) and its two clusters: kind with nested
 # virtualisation (for users; cannot run on the project's machines) and a local cluster
 # of binaries built from Go modules. Expects LOCALBIN, GO, KUBE_VERSION, ENVTEST_ASSETS,
-# KUSTOMIZE, VERSION, IMG, PROBE_IMG and the E2E_* / KIND_* / MULTUS_VERSION /
-# WHEREABOUTS_VERSION pins from the main Makefile.
+# KUSTOMIZE, VERSION, IMG, PROBE_IMG, NIC_AGENT_IMG and the E2E_* / KIND_* /
+# MULTUS_VERSION / WHEREABOUTS_VERSION pins from the main Makefile.
 E2E_ARTIFACTS ?= $(LOCALBIN)/e2e-artifacts
 E2E_LOCAL_STATE ?= $(LOCALBIN)/e2e-local
 E2E_LOCAL_IMAGES := $(E2E_LOCAL_STATE)/images
@@ -20,8 +20,8 @@ E2E_PREREQS = e2e/prereqs.sh
 E2E_GUEST_IMAGE ?= quay.io/kubevirt/cirros-container-disk-demo:$(KUBEVIRT_VERSION)
 
 .PHONY: e2e
-e2e: $(KUSTOMIZE) $(ENVTEST_ASSETS)/kubectl ## Run the e2e suite against the cluster of KUBECONFIG (KubeVirt, Multus, static CPU Manager), deploying IMG and PROBE_IMG.
-	E2E_IMG=$(IMG) E2E_PROBE_IMG=$(PROBE_IMG) E2E_GUEST_IMAGE=$(E2E_GUEST_IMAGE) E2E_ARTIFACTS=$(E2E_ARTIFACTS) \
+e2e: $(KUSTOMIZE) $(ENVTEST_ASSETS)/kubectl ## Run the e2e suite against the cluster of KUBECONFIG (KubeVirt, Multus, static CPU Manager), deploying IMG, NIC_AGENT_IMG and PROBE_IMG.
+	E2E_IMG=$(IMG) E2E_NIC_AGENT_IMG=$(NIC_AGENT_IMG) E2E_PROBE_IMG=$(PROBE_IMG) E2E_GUEST_IMAGE=$(E2E_GUEST_IMAGE) E2E_ARTIFACTS=$(E2E_ARTIFACTS) \
 		KUSTOMIZE=$(KUSTOMIZE) KUBECTL=$(ENVTEST_ASSETS)/kubectl \
 		$(GO) test -tags e2e ./e2e/... -count=1 -v -timeout 45m
 
@@ -68,11 +68,12 @@ e2e-local-prereqs: ## Install the Debian packages the local cluster, KubeVirt's 
 e2e-local-bins: envtest-bins $(ENVTEST_ASSETS)/kube-scheduler $(ENVTEST_ASSETS)/kubelet $(ENVTEST_ASSETS)/kube-proxy ## Build every Kubernetes binary the local cluster runs.
 
 .PHONY: e2e-local-images
-e2e-local-images: build ## Write the pause, rtprobe and manager images (FROM scratch, no engine) to bin/e2e-local/images.
+e2e-local-images: build ## Write the pause, rtprobe, manager and nic-agent images (FROM scratch, no engine) to bin/e2e-local/images.
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(LOCALBIN)/pause ./e2e/local/pause
 	e2e/local/image-archive.sh localhost/isochron/pause:e2e $(LOCALBIN)/pause $(E2E_LOCAL_IMAGES)/pause.tar
 	e2e/local/image-archive.sh $(PROBE_IMG) $(LOCALBIN)/rtprobe $(E2E_LOCAL_IMAGES)/rtprobe.tar $(LOCALBIN)/agent.img:/disk/agent.img:107:107:0440
 	e2e/local/image-archive.sh $(IMG) $(LOCALBIN)/manager $(E2E_LOCAL_IMAGES)/manager.tar
+	e2e/local/image-archive.sh $(NIC_AGENT_IMG) $(LOCALBIN)/nic-agent $(E2E_LOCAL_IMAGES)/nic-agent.tar
 
 # Multus' thin plugin, pinned by the separate module e2e/local/modules/multus (its go.mod must
 # require MULTUS_VERSION, the version the kind provider deploys).
@@ -138,7 +139,7 @@ e2e-local-up: e2e-local-prereqs e2e-local-bins e2e-local-images $(E2E_LOCAL_MULT
 	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) MULTUS_BIN=$(abspath $(E2E_LOCAL_MULTUS)) \
 		WHEREABOUTS_BIN=$(abspath $(E2E_LOCAL_WHEREABOUTS)) \
 		WHEREABOUTS_CRDS="$$wa/doc/crds/whereabouts.cni.cncf.io_ippools.yaml $$wa/doc/crds/whereabouts.cni.cncf.io_overlappingrangeipreservations.yaml" \
-		IMAGE_ARCHIVES="$(E2E_LOCAL_IMAGES)/pause.tar $(E2E_LOCAL_IMAGES)/rtprobe.tar $(E2E_LOCAL_IMAGES)/manager.tar" \
+		IMAGE_ARCHIVES="$(E2E_LOCAL_IMAGES)/pause.tar $(E2E_LOCAL_IMAGES)/rtprobe.tar $(E2E_LOCAL_IMAGES)/manager.tar $(E2E_LOCAL_IMAGES)/nic-agent.tar" \
 		e2e/local/up.sh
 	$(MAKE) e2e-local-check
 	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) KUBEVIRT_MANIFEST=$(E2E_KUBEVIRT_BIN)/kubevirt-operator.yaml \
@@ -147,13 +148,16 @@ e2e-local-up: e2e-local-prereqs e2e-local-bins e2e-local-images $(E2E_LOCAL_MULT
 # The local node has 2 CPUs, one reserved: the probe pod gets a fraction of the shared
 # pool instead of an exclusive CPU (the manager's --probe-cpu).
 E2E_LOCAL_PROBE_CPU ?= 200m
+# The uplink of the RT network up.sh makes for the NIC agent test, named in one place,
+# e2e/local/common.sh (RT_UPLINK): the suite runs on the node and checks its schedule there.
+E2E_LOCAL_RT_UPLINK = $(shell sed -n 's/^RT_UPLINK=//p' e2e/local/common.sh)
 
 .PHONY: e2e-local
 e2e-local: e2e-local-prereqs ## Bring up the local cluster from scratch (all stages; e2e-local-down PURGE=1 first) and run the e2e suite on it.
 	$(MAKE) e2e-local-down PURGE=1
 	$(MAKE) e2e-local-up
 	KUBECONFIG=$(E2E_LOCAL_STATE)/admin.kubeconfig E2E_PROBE_CPU=$(E2E_LOCAL_PROBE_CPU) E2E_GUEST_RUNS_AGENT=1 \
-		$(MAKE) e2e E2E_GUEST_IMAGE=$(E2E_GUEST_IMG)
+		E2E_RT_UPLINK=$(E2E_LOCAL_RT_UPLINK) $(MAKE) e2e E2E_GUEST_IMAGE=$(E2E_GUEST_IMG)
 
 .PHONY: e2e-local-check
 e2e-local-check: e2e-local-prereqs ## Check the running local cluster: a Guaranteed pod gets an exclusive CPU; Multus attaches a NAD's second network with a whereabouts address; a ClusterIP Service answers (kube-proxy).

@@ -1,0 +1,508 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"net"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/nic"
+	"isochron.io/isochron/internal/render"
+	"isochron.io/isochron/internal/rtnet"
+)
+
+const (
+	// rtRange is what whereabouts leases the test's RT network from: apart from the
+	// local cluster's other networks (pods 10.244.0.0/24, check-multus.sh 10.245.0.0/24).
+	rtRange = "10.246.0.0/24"
+	// agentTimeout is how long the NIC agent's pod may take to be Ready (its image is
+	// local: no pull).
+	agentTimeout = 3 * time.Minute
+	// unscheduleTimeout is how long the agent may take to take its schedule off the
+	// uplink once the crawler is gone.
+	unscheduleTimeout = 2 * time.Minute
+)
+
+// TestNICAgentSchedulesTheRTUplink: a crawler with an RT-NIC on a bridge network whose
+// uplink is named by isochron.io/rt-uplink gets its class on the uplink's egress from the
+// node's NIC agent, read back from the host's kernel; deleting the crawler takes
+// isochron's schedule off the uplink. The suite must run on the node (E2E_RT_UPLINK).
+//
+// What the node's kernel lacks is probed first, and changes what the test expects: without
+// the dummy link type, KubeVirt's bridge binding cannot set up the VMI's RT-NIC (the VMI
+// fails; the agent schedules the crawler from its placement all the same); without HTB,
+// the agent reports the uplink unavailable instead of programming it.
+func TestNICAgentSchedulesTheRTUplink(t *testing.T) {
+	if rtUplink == "" {
+		t.Skip("E2E_RT_UPLINK is not set: this test reads the uplink's traffic control on the node, so it runs only where the suite runs on a node with a bridge port to name (make e2e-local sets it)")
+	}
+	ctx := context.Background()
+	kernel := probeKernel(t)
+	t.Logf("this kernel: %s", kernel)
+	bridge := bridgeOf(t, rtUplink)
+	node := thisNode(ctx, t)
+	agent := waitForNICAgent(ctx, t, node.Name)
+	t.Logf("NIC agent %s Ready on %s; RT uplink %s, a port of bridge %s", agent, node.Name, rtUplink, bridge)
+	if s := readSchedule(t, rtUplink); s.ours {
+		t.Fatalf("uplink %s carries isochron's schedule before the test (%s): an earlier run left it", rtUplink, s)
+	}
+
+	ns := testNamespace(t)
+	// The node's ContentionProfile states the uplink's line rate (1G, the model's default),
+	// as an RT node class's does (config/samples/contentionprofile_rt.yaml). The agent
+	// needs it: without a profile it shapes to 0 bits/s and reports the uplink unavailable
+	// ("link rate 0 bits/s: it must be positive"; the model's default is not applied in
+	// controllers/nicagent, see docs/e2e.md).
+	profile := &isov1.ContentionProfile{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-rt"},
+		Spec: isov1.ContentionProfileSpec{
+			NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelHostname: node.Labels[corev1.LabelHostname]}},
+			Precedence:   100,
+			NIC:          &isov1.NICProfile{LinkRate: ptr.To(resource.MustParse("1G"))},
+		},
+	}
+	if err := cl.Create(ctx, profile); err != nil {
+		t.Fatalf("creating ContentionProfile: %v", err)
+	}
+	t.Cleanup(func() {
+		if !keep {
+			_ = cl.Delete(context.Background(), profile)
+		}
+	})
+	nad := &nadv1.NetworkAttachmentDefinition{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rt", Annotations: map[string]string{isov1.AnnotationRTUplink: rtUplink}},
+		Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: fmt.Sprintf(
+			`{"cniVersion": "0.4.0", "name": "rt", "type": "bridge", "bridge": %q, "ipam": {"type": "whereabouts", "range": %q}}`, bridge, rtRange)},
+	}
+	if err := cl.Create(ctx, nad); err != nil {
+		t.Fatalf("creating NetworkAttachmentDefinition: %v", err)
+	}
+	const deadline = 5 * time.Millisecond
+	minBandwidth := resource.MustParse("10M")
+	start := time.Now()
+	cvm := crawler(ns, "relay", func(c *isov1.CrawlerVM) {
+		c.Spec.RPS = 5
+		c.Spec.CPUPlacement = isov1.CPUPlacementShared
+		c.Spec.RTNIC = &isov1.RTNIC{NetworkName: nad.Name, Deadline: metav1.Duration{Duration: deadline}, MinBandwidth: minBandwidth}
+		// On the node whose kernel the test reads.
+		c.Spec.Placement = &isov1.Placement{NodeSelector: map[string]string{corev1.LabelHostname: node.Labels[corev1.LabelHostname]}}
+	})
+	if err := cl.Create(ctx, cvm); err != nil {
+		t.Fatalf("creating CrawlerVM: %v", err)
+	}
+	mac := render.MAC(cvm)
+
+	waitFor(t, placeTimeout, "Placed=True", func() (bool, string, error) {
+		c := condition(ctx, t, cvm, isov1.ConditionPlaced)
+		return c != nil && c.Status == metav1.ConditionTrue && cvm.Status.Placement != nil, fmt.Sprintf("Placed: %v", c), nil
+	})
+	vmi := &kubevirtv1.VirtualMachineInstance{}
+	waitFor(t, runTimeout, "VMI Running with its RT-NIC (or Failed)", func() (bool, string, error) {
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: cvm.Namespace, Name: render.Name(cvm)}, vmi); err != nil {
+			return false, err.Error(), client.IgnoreNotFound(err)
+		}
+		rt := vmiInterface(vmi, render.NetworkRT)
+		running := vmi.Status.Phase == kubevirtv1.Running && rt != nil && strings.EqualFold(rt.MAC, mac)
+		return running || vmi.Status.Phase == kubevirtv1.Failed,
+			fmt.Sprintf("VMI phase %s, interfaces %+v", vmi.Status.Phase, vmi.Status.Interfaces), nil
+	})
+	// Multus and whereabouts ran for the launcher pod either way.
+	launcher := checkLeased(ctx, t, vmi, ns+"/"+nad.Name)
+	switch {
+	case vmi.Status.Phase == kubevirtv1.Running:
+		t.Logf("VMI %s Running on %s, interface %s: %+v", vmi.Name, vmi.Status.NodeName, render.NetworkRT, *vmiInterface(vmi, render.NetworkRT))
+	case kernel.dummy != nil:
+		t.Logf("VMI %s Failed, as expected on this kernel (KubeVirt's bridge binding adds a dummy link): %s", vmi.Name, vmiFailure(ctx, t, vmi))
+	default:
+		t.Fatalf("VMI %s Failed: %s", vmi.Name, vmiFailure(ctx, t, vmi))
+	}
+
+	// The agent writes status.rtNIC once it has programmed the uplink; a kernel that
+	// cannot take the schedule is a Warning Event on the Node instead.
+	var unavailable *corev1.Event
+	waitFor(t, runTimeout, "status.rtNIC, or Event "+isov1.EventReasonRTUplinkUnavailable, func() (bool, string, error) {
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(cvm), cvm); err != nil {
+			return false, "", err
+		}
+		if cvm.Status.RTNIC != nil && cvm.Status.RTNIC.Class != "" {
+			return true, "", nil
+		}
+		unavailable = uplinkUnavailable(ctx, t, node.Name, rtUplink, start)
+		return unavailable != nil, fmt.Sprintf("status.rtNIC: %+v", cvm.Status.RTNIC), nil
+	})
+	if unavailable != nil {
+		if kernel.htb == nil {
+			t.Fatalf("the agent reported %s unavailable although this kernel takes HTB: Event %s on Node %s: %s", rtUplink, unavailable.Reason, node.Name, unavailable.Message)
+		}
+		t.Logf("the agent cannot program %s on this kernel: Event %s on Node %s: %s", rtUplink, unavailable.Reason, node.Name, unavailable.Message)
+		if s := readSchedule(t, rtUplink); s.ours {
+			t.Errorf("uplink %s has isochron's schedule (%s), but the agent reported it unavailable", rtUplink, s)
+		}
+	} else {
+		st := cvm.Status.RTNIC
+		want := rtnet.ForDeadline(deadline, int(st.Raise))
+		t.Logf("status.rtNIC: class %s, raise %d, deadline %s", st.Class, st.Raise, st.Deadline.Duration)
+		if st.Class != want.DSCP.Name || st.Deadline.Duration != deadline {
+			t.Errorf("status.rtNIC = %+v, want class %s (deadline %s raised %d) for deadline %s", st, want.DSCP.Name, deadline, st.Raise, deadline)
+		}
+		s := readSchedule(t, rtUplink)
+		t.Logf("uplink %s on the host: %s", rtUplink, s)
+		checkSchedule(t, s, mac, want, minBandwidth.Value())
+	}
+
+	// Deleting the crawler removes what isochron created, and its schedule comes off the
+	// uplink (the agent removes a schedule whose last flow left).
+	if err := cl.Delete(ctx, cvm); err != nil {
+		t.Fatalf("deleting CrawlerVM: %v", err)
+	}
+	waitFor(t, deleteTimeout, "everything deleted", func() (bool, string, error) {
+		left := leftovers(ctx, t, cvm)
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(launcher), &corev1.Pod{}); err == nil {
+			left = append(left, "pod/"+launcher.Name)
+		}
+		return len(left) == 0, fmt.Sprintf("still there: %v", left), nil
+	})
+	waitFor(t, unscheduleTimeout, "isochron's schedule off "+rtUplink, func() (bool, string, error) {
+		s := readSchedule(t, rtUplink)
+		return !s.ours, s.String(), nil
+	})
+	t.Logf("uplink %s after the crawler was deleted: %s", rtUplink, readSchedule(t, rtUplink))
+}
+
+// bridgeOf is the Linux bridge whose port uplink is, on this host.
+func bridgeOf(t *testing.T, uplink string) string {
+	t.Helper()
+	l, err := netlink.LinkByName(uplink)
+	if err != nil {
+		t.Fatalf("E2E_RT_UPLINK=%s: no such interface on this host (the suite must run on the node): %v", uplink, err)
+	}
+	if l.Attrs().MasterIndex == 0 {
+		t.Fatalf("E2E_RT_UPLINK=%s is no bridge's port", uplink)
+	}
+	br, err := netlink.LinkByIndex(l.Attrs().MasterIndex)
+	if err != nil || br.Type() != "bridge" {
+		t.Fatalf("E2E_RT_UPLINK=%s: its master (index %d) is no bridge: %v", uplink, l.Attrs().MasterIndex, err)
+	}
+	return br.Attrs().Name
+}
+
+// thisNode is the node the suite runs on: the one with an InternalIP of this host.
+func thisNode(ctx context.Context, t *testing.T) *corev1.Node {
+	t.Helper()
+	addrs, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		t.Fatalf("listing this host's addresses: %v", err)
+	}
+	local := map[string]bool{}
+	for _, a := range addrs {
+		local[a.IP.String()] = true
+	}
+	nodes := &corev1.NodeList{}
+	if err := cl.List(ctx, nodes); err != nil {
+		t.Fatalf("listing nodes: %v", err)
+	}
+	for i, n := range nodes.Items {
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP && local[net.ParseIP(a.Address).String()] {
+				return &nodes.Items[i]
+			}
+		}
+	}
+	t.Fatalf("no node has an InternalIP of this host: E2E_RT_UPLINK needs the suite to run on a node")
+	return nil
+}
+
+// waitForNICAgent waits until the NIC agent's pod on node is Ready and returns its name.
+func waitForNICAgent(ctx context.Context, t *testing.T, node string) string {
+	t.Helper()
+	var name string
+	waitFor(t, agentTimeout, "the NIC agent Ready on "+node, func() (bool, string, error) {
+		pods := &corev1.PodList{}
+		if err := cl.List(ctx, pods, client.InNamespace(operatorNS), client.MatchingLabels{"app.kubernetes.io/component": "nic-agent"}); err != nil {
+			return false, "", err
+		}
+		for _, p := range pods.Items {
+			if p.Spec.NodeName != node {
+				continue
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+					name = p.Name
+					return true, "", nil
+				}
+			}
+			return false, fmt.Sprintf("pod %s: phase %s, containers %+v", p.Name, p.Status.Phase, p.Status.ContainerStatuses), nil
+		}
+		return false, fmt.Sprintf("no pod of DaemonSet %s on %s (its nodeSelector wants kubevirt.io/cpumanager=true)", nicAgentDS, node), nil
+	})
+	return name
+}
+
+// vmiInterface is the VMI's reported interface of network name, nil if none.
+func vmiInterface(vmi *kubevirtv1.VirtualMachineInstance, name string) *kubevirtv1.VirtualMachineInstanceNetworkInterface {
+	for i := range vmi.Status.Interfaces {
+		if vmi.Status.Interfaces[i].Name == name {
+			return &vmi.Status.Interfaces[i]
+		}
+	}
+	return nil
+}
+
+// checkLeased checks that the VMI's launcher pod (in any phase) got an address of
+// rtRange on network (namespace/name): whereabouts leased it (Multus' network-status).
+// It returns the pod.
+func checkLeased(ctx context.Context, t *testing.T, vmi *kubevirtv1.VirtualMachineInstance, network string) *corev1.Pod {
+	t.Helper()
+	pods := &corev1.PodList{}
+	if err := cl.List(ctx, pods, client.InNamespace(vmi.Namespace), client.MatchingLabels{kubevirtv1.CreatedByLabel: string(vmi.UID)}); err != nil {
+		t.Fatalf("listing virt-launcher pods: %v", err)
+	}
+	if len(pods.Items) == 0 {
+		t.Fatalf("no virt-launcher pod of VMI %s (label %s=%s)", vmi.Name, kubevirtv1.CreatedByLabel, vmi.UID)
+	}
+	launcher := &pods.Items[0]
+	var statuses []nadv1.NetworkStatus
+	if err := json.Unmarshal([]byte(launcher.Annotations[nadv1.NetworkStatusAnnot]), &statuses); err != nil {
+		t.Errorf("virt-launcher pod %s: annotation %s: %v", launcher.Name, nadv1.NetworkStatusAnnot, err)
+		return launcher
+	}
+	_, cidr, _ := net.ParseCIDR(rtRange)
+	for _, s := range statuses {
+		if s.Name != network {
+			continue
+		}
+		for _, ip := range s.IPs {
+			if cidr.Contains(net.ParseIP(ip)) {
+				t.Logf("virt-launcher pod %s: %s on %s (%s), leased by whereabouts from %s", launcher.Name, ip, network, s.Interface, rtRange)
+				return launcher
+			}
+		}
+	}
+	t.Errorf("virt-launcher pod %s has no address of %s on %s: network-status %s", launcher.Name, rtRange, network, launcher.Annotations[nadv1.NetworkStatusAnnot])
+	return launcher
+}
+
+// vmiFailure is what the VMI's Warning Events say.
+func vmiFailure(ctx context.Context, t *testing.T, vmi *kubevirtv1.VirtualMachineInstance) string {
+	t.Helper()
+	events := &corev1.EventList{}
+	if err := cl.List(ctx, events, client.InNamespace(vmi.Namespace), client.MatchingFields{
+		"involvedObject.kind": "VirtualMachineInstance", "involvedObject.name": vmi.Name, "type": corev1.EventTypeWarning,
+	}); err != nil {
+		t.Fatalf("listing the Events of VMI %s: %v", vmi.Name, err)
+	}
+	var msgs []string
+	for _, e := range events.Items {
+		msgs = append(msgs, e.Reason+": "+e.Message)
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// kernelFeatures says what this kernel refused of what the test's path needs (nil: it
+// has it).
+type kernelFeatures struct {
+	// dummy is the dummy link type, which KubeVirt's bridge binding adds in the
+	// launcher's network namespace to keep the pod interface's address.
+	dummy error
+	// htb is the HTB qdisc, the root of the NIC agent's schedule.
+	htb error
+}
+
+func (k kernelFeatures) String() string {
+	say := func(what string, err error) string {
+		if err != nil {
+			return "no " + what + " (" + err.Error() + ")"
+		}
+		return what
+	}
+	return say("dummy links", k.dummy) + ", " + say("HTB", k.htb)
+}
+
+// probeKernel tries the dummy link type and an HTB qdisc in a network namespace of its
+// own, on a thread that ends with it.
+func probeKernel(t *testing.T) kernelFeatures {
+	t.Helper()
+	type result struct {
+		k   kernelFeatures
+		err error
+	}
+	done := make(chan result)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread, in the probe's namespace, exits with the goroutine
+		ns, err := netns.New()
+		if err != nil {
+			done <- result{err: fmt.Errorf("creating a network namespace: %w", err)}
+			return
+		}
+		defer ns.Close()
+		var k kernelFeatures
+		k.dummy = netlink.LinkAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: "probe0"}})
+		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "probe1"}, PeerName: "probe2"}
+		if err := netlink.LinkAdd(veth); err != nil {
+			done <- result{err: fmt.Errorf("creating a veth pair: %w", err)}
+			return
+		}
+		l, err := netlink.LinkByName("probe1")
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		k.htb = netlink.QdiscAdd(netlink.NewHtb(netlink.QdiscAttrs{LinkIndex: l.Attrs().Index, Handle: netlink.MakeHandle(1, 0), Parent: netlink.HANDLE_ROOT}))
+		done <- result{k: k}
+	}()
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("probing this kernel: %v", r.err)
+	}
+	return r.k
+}
+
+// uplinkUnavailable is the agent's latest Warning Event RTUplinkUnavailable on node
+// about uplink since start, nil if there is none.
+func uplinkUnavailable(ctx context.Context, t *testing.T, node, uplink string, start time.Time) *corev1.Event {
+	t.Helper()
+	events := &corev1.EventList{}
+	if err := cl.List(ctx, events, client.MatchingFields{
+		"involvedObject.kind": "Node", "involvedObject.name": node, "reason": isov1.EventReasonRTUplinkUnavailable,
+	}); err != nil {
+		t.Fatalf("listing the Events of node %s: %v", node, err)
+	}
+	var last *corev1.Event
+	for i, e := range events.Items {
+		at := e.LastTimestamp.Time
+		if at.IsZero() {
+			at = e.EventTime.Time
+		}
+		if at.Before(start.Add(-time.Second)) || !strings.Contains(e.Message, uplink) {
+			continue
+		}
+		last = &events.Items[i]
+	}
+	return last
+}
+
+// schedule is what the kernel has on an uplink's egress, as far as isochron is concerned.
+type schedule struct {
+	// root is the root qdisc ("htb 15c0:", "noqueue 0:"); ours says it is isochron's.
+	root string
+	ours bool
+	// flows are the HTB classes under isochron's qdisc that are neither the root class
+	// nor the default (best-effort) class: the RT flows'.
+	flows []*netlink.HtbClass
+	// filters are isochron's u32 filters (no hash tables).
+	filters []*netlink.U32
+}
+
+func (s schedule) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "root qdisc %s", s.root)
+	for _, c := range s.flows {
+		fmt.Fprintf(&b, "; class %s rate %d bit/s ceil %d bit/s prio %d", nic.HandleString(c.Handle), c.Rate*8, c.Ceil*8, c.Prio)
+	}
+	for _, f := range s.filters {
+		fmt.Fprintf(&b, "; filter u32 %x -> %s", f.Handle, nic.HandleString(f.ClassId))
+	}
+	return b.String()
+}
+
+// readSchedule reads link's root qdisc and, if it is isochron's, its flows' classes and
+// filters.
+func readSchedule(t *testing.T, link string) schedule {
+	t.Helper()
+	l, err := netlink.LinkByName(link)
+	if err != nil {
+		t.Fatalf("uplink %s: %v", link, err)
+	}
+	qs, err := netlink.QdiscList(l)
+	if err != nil {
+		t.Fatalf("listing the qdiscs of %s: %v", link, err)
+	}
+	ourQdisc := netlink.MakeHandle(nic.Major, 0)
+	var s schedule
+	var defcls uint32
+	for _, q := range qs {
+		a := q.Attrs()
+		if a.Parent != netlink.HANDLE_ROOT {
+			continue
+		}
+		s.root = q.Type() + " " + nic.HandleString(a.Handle)
+		if h, ok := q.(*netlink.Htb); ok && a.Handle == ourQdisc {
+			s.ours, defcls = true, h.Defcls
+		}
+	}
+	if !s.ours {
+		return s
+	}
+	classes, err := netlink.ClassList(l, ourQdisc)
+	if err != nil {
+		t.Fatalf("listing the classes of %s: %v", link, err)
+	}
+	for _, c := range classes {
+		h, ok := c.(*netlink.HtbClass)
+		if !ok || h.Parent == netlink.HANDLE_ROOT || h.Handle == netlink.MakeHandle(nic.Major, uint16(defcls)) {
+			continue
+		}
+		s.flows = append(s.flows, h)
+	}
+	filters, err := netlink.FilterList(l, ourQdisc)
+	if err != nil {
+		t.Fatalf("listing the filters of %s: %v", link, err)
+	}
+	for _, f := range filters {
+		if u, ok := f.(*netlink.U32); ok && u.Handle&0xfff != 0 {
+			s.filters = append(s.filters, u)
+		}
+	}
+	return s
+}
+
+// checkSchedule checks that s is isochron's schedule of one RT flow: the crawler's, in
+// class want at its minimum bandwidth, its frames (source MAC mac) filtered into it.
+func checkSchedule(t *testing.T, s schedule, mac string, want rtnet.Class, minBandwidth int64) {
+	t.Helper()
+	if !s.ours {
+		t.Errorf("root qdisc %s, want isochron's htb %s", s.root, nic.HandleString(netlink.MakeHandle(nic.Major, 0)))
+		return
+	}
+	if len(s.flows) != 1 {
+		t.Errorf("%d RT flow classes (%s), want 1: the crawler's", len(s.flows), s)
+		return
+	}
+	c := s.flows[0]
+	if c.Prio != uint32(want.Rank) || c.Rate*8 != uint64(minBandwidth) {
+		t.Errorf("class %s: prio %d, rate %d bit/s; want prio %d (class %s), rate %d bit/s (spec.rtNIC.minBandwidth)",
+			nic.HandleString(c.Handle), c.Prio, c.Rate*8, want.Rank, want.DSCP.Name, minBandwidth)
+	}
+	hw, err := net.ParseMAC(mac)
+	if err != nil {
+		t.Fatalf("the RT-NIC's MAC %q: %v", mac, err)
+	}
+	for _, f := range s.filters {
+		if f.ClassId != c.Handle || f.Sel == nil || len(f.Sel.Keys) != 2 {
+			continue
+		}
+		k := f.Sel.Keys
+		if k[0].Val == binary.BigEndian.Uint32(hw[0:4]) && k[1].Val>>16 == uint32(binary.BigEndian.Uint16(hw[4:6])) {
+			return
+		}
+	}
+	t.Errorf("no u32 filter sends source MAC %s to class %s: %s", mac, nic.HandleString(c.Handle), s)
+}
