@@ -85,7 +85,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 		return ctrl.Result{}, err
 	}
 	// The uplink is shaped a little below its line rate, as the model assumes.
-	rate := rtnet.ShapedRate(inventory.Params(inventory.ProfileFor(node, profiles.Items)).LinkRateBitsPerSecond)
+	// The node's profile's link rate, or the model's default (1 Gbit/s) without one.
+	rate := rtnet.ShapedRate(inventory.Params(inventory.ProfileFor(node, profiles.Items)).WithDefaults().LinkRateBitsPerSecond)
 	uplinks, skipped := Desired(r.Node, crawlers.Items, nads.Items)
 	byKey := map[string]*isov1.CrawlerVM{}
 	for i := range crawlers.Items {

@@ -51,6 +51,7 @@ type host struct {
 	links  map[string][]string
 	raises map[string]int
 	drops  map[string]uint64
+	rate   int64 // of the last Apply with flows
 }
 
 func newHost(ports map[string]string) *host {
@@ -86,7 +87,7 @@ func (h *host) Port(bridge string) (string, error) {
 	return "", fmt.Errorf("bridge %s has no physical port", bridge)
 }
 
-func (h *host) Apply(link string, _ int64, flows []nicagent.Flow) error {
+func (h *host) Apply(link string, rate int64, flows []nicagent.Flow) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var keys []string
@@ -98,6 +99,7 @@ func (h *host) Apply(link string, _ int64, flows []nicagent.Flow) error {
 		delete(h.links, link)
 		return nil
 	}
+	h.rate = rate
 	h.links[link] = keys
 	return nil
 }
@@ -240,6 +242,13 @@ func TestAgentFollowsTheCrawlersOfItsNode(t *testing.T) {
 
 	place(t, ns, "a", "rt-net", "agent-1")
 	waitSchedule(t, h, "eth1="+ns+"/a")
+	// No ContentionProfile selects the node: the model's default link, 1 Gbit/s, shaped
+	// to 95%.
+	h.mu.Lock()
+	if h.rate != 950_000_000 {
+		t.Errorf("shaped to %d bits/s without a profile, want 950,000,000", h.rate)
+	}
+	h.mu.Unlock()
 	place(t, ns, "b", "rt-net", "agent-1")
 	place(t, ns, "elsewhere", "rt-net", "agent-2")
 	waitSchedule(t, h, "eth1="+ns+"/a,"+ns+"/b")

@@ -37,7 +37,7 @@ type Load struct {
 
 // NewLoad is node n without workloads.
 func NewLoad(n Node) *Load {
-	l := &Load{node: n, p: n.Params.withDefaults()}
+	l := &Load{node: n, p: n.Params.WithDefaults()}
 	l.sums.init(n, l.p)
 	return l
 }
@@ -107,7 +107,7 @@ type Candidate struct {
 
 // NewCandidate prepares w for the nodes whose Params are p.
 func NewCandidate(w Workload, p Params) *Candidate {
-	c := &Candidate{W: w, p: p.withDefaults()}
+	c := &Candidate{W: w, p: p.WithDefaults()}
 	c.head = headroom(&c.W, c.p)
 	return c
 }

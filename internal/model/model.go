@@ -101,8 +101,8 @@ func DefaultParams() Params {
 	}
 }
 
-// withDefaults fills every unset field from DefaultParams and clamps the rest into range.
-func (p Params) withDefaults() Params {
+// WithDefaults fills every unset field from DefaultParams and clamps the rest into range.
+func (p Params) WithDefaults() Params {
 	d := DefaultParams()
 	dur := func(v *time.Duration, def time.Duration) {
 		if *v <= 0 {
@@ -223,7 +223,7 @@ type Prediction struct {
 // PeakFactor is F(window): the crawler's CPU demand at the objective percentile over
 // window, divided by its 1 s mean. It never decreases as window shrinks.
 func PeakFactor(window time.Duration, objective float64, p Params) float64 {
-	return peakFactor(window, objective, p.withDefaults())
+	return peakFactor(window, objective, p.WithDefaults())
 }
 
 // peakFactor is PeakFactor for Params that already have their defaults.
@@ -239,7 +239,7 @@ func peakFactor(window time.Duration, objective float64, p Params) float64 {
 // PeakCPUs is the crawler's CPU demand, in CPUs, at the objective percentile over a
 // window equal to tolerance.
 func PeakCPUs(rps int32, tolerance time.Duration, objective float64, p Params) float64 {
-	p = p.withDefaults()
+	p = p.WithDefaults()
 	return meanCPUs(rps, p) * peakFactor(tolerance, objective, p)
 }
 
@@ -247,7 +247,7 @@ func PeakCPUs(rps int32, tolerance time.Duration, objective float64, p Params) f
 // tolerance, over the target utilisation, at least 1. It never decreases with rps or
 // with a tighter tolerance.
 func Size(rps int32, tolerance time.Duration, objective float64, p Params) int32 {
-	p = p.withDefaults()
+	p = p.WithDefaults()
 	// The epsilon keeps float noise (1.4000000000000001 CPUs) from adding a vCPU.
 	v := math.Ceil(meanCPUs(rps, p)*peakFactor(tolerance, objective, p)/p.TargetUtilisation - 1e-9)
 	switch {

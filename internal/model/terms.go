@@ -38,7 +38,7 @@ type nodeState struct {
 
 func newNodeState(n Node, ws []Workload) *nodeState {
 	s := &nodeState{}
-	s.init(n, n.Params.withDefaults())
+	s.init(n, n.Params.WithDefaults())
 	for i := range ws {
 		s.count(&ws[i])
 	}
