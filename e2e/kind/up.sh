@@ -2,14 +2,14 @@
 # Creates the kind cluster of `make e2e-kind`: kind-config.yaml (static CPU Manager,
 # reservedSystemCPUs, hugepages), KubeVirt KUBEVIRT_VERSION from its release manifest
 # with the CR in kubevirt/ (software emulation when the node has no /dev/kvm), Multus
-# MULTUS_VERSION (thick plugin), and the locally built images IMG and PROBE_IMG loaded
+# MULTUS_VERSION (thick plugin), and the locally built images IMG, NIC_AGENT_IMG and PROBE_IMG loaded
 # into the node. Writes the cluster's kubeconfig to KUBECONFIG_OUT.
 #
 # Every version comes from the Makefile (make e2e-kind); nothing here has a default.
 set -euo pipefail
 
 die() { echo "e2e-kind: $*" >&2; exit 1; }
-for v in KIND KIND_CLUSTER KIND_NODE_IMAGE KUBEVIRT_VERSION MULTUS_VERSION IMG PROBE_IMG KUSTOMIZE KUBECONFIG_OUT; do
+for v in KIND KIND_CLUSTER KIND_NODE_IMAGE KUBEVIRT_VERSION MULTUS_VERSION IMG NIC_AGENT_IMG PROBE_IMG KUSTOMIZE KUBECONFIG_OUT; do
   [[ -n ${!v:-} ]] || die "$v is not set: run make e2e-kind"
 done
 KUBECTL=${KUBECTL:-kubectl}
@@ -23,8 +23,8 @@ fi
 "$KIND" get kubeconfig --name "$KIND_CLUSTER" >"$KUBECONFIG_OUT"
 export KUBECONFIG=$KUBECONFIG_OUT
 
-echo "e2e-kind: loading $IMG and $PROBE_IMG"
-"$KIND" load docker-image --name "$KIND_CLUSTER" "$IMG" "$PROBE_IMG"
+echo "e2e-kind: loading $IMG, $NIC_AGENT_IMG and $PROBE_IMG"
+"$KIND" load docker-image --name "$KIND_CLUSTER" "$IMG" "$NIC_AGENT_IMG" "$PROBE_IMG"
 
 echo "e2e-kind: installing Multus $MULTUS_VERSION (thick plugin)"
 "$KUBECTL" apply --server-side -f \

@@ -40,7 +40,7 @@ test-e2e-config: $(KUSTOMIZE) ## Check the e2e suite compiles, the guest's tests
 e2e-kind: e2e-kind-prereqs docker-build $(KIND) $(KUSTOMIZE) $(ENVTEST_ASSETS)/kubectl ## Create a kind cluster with KubeVirt and Multus, load the images, run the suite (needs a Docker engine, /dev/kvm or emulation).
 	KUBECTL=$(ENVTEST_ASSETS)/kubectl KIND=$(KIND) KIND_CLUSTER=$(KIND_CLUSTER) KIND_NODE_IMAGE=$(KIND_NODE_IMAGE) \
 		KUBEVIRT_VERSION=$(KUBEVIRT_VERSION) MULTUS_VERSION=$(MULTUS_VERSION) \
-		IMG=$(IMG) PROBE_IMG=$(PROBE_IMG) KUSTOMIZE=$(KUSTOMIZE) \
+		IMG=$(IMG) NIC_AGENT_IMG=$(NIC_AGENT_IMG) PROBE_IMG=$(PROBE_IMG) KUSTOMIZE=$(KUSTOMIZE) \
 		KUBECONFIG_OUT=$(LOCALBIN)/kind-$(KIND_CLUSTER).kubeconfig e2e/kind/up.sh
 	KUBECONFIG=$(LOCALBIN)/kind-$(KIND_CLUSTER).kubeconfig $(MAKE) e2e
 
