@@ -9,9 +9,13 @@
 # cannot boot without) and the functions `die` and `log`, then call
 #
 #   debian_kernel WORKDIR BUILD
+#   initramfs ROOTFS INIT OUT
 #
-# WORKDIR caches the kernel across runs; BUILD is a scratch directory. It sets kpkg, kver
-# and kdir: $kdir/vmlinuz, $kdir/config and $kdir/modules/NN-name.ko.
+# WORKDIR caches the kernel across runs; BUILD is a scratch directory. debian_kernel sets
+# kpkg, kver and kdir: $kdir/vmlinuz, $kdir/config and $kdir/modules/NN-name.ko.
+# initramfs writes OUT, a gzipped newc archive of ROOTFS (where the caller may have put
+# files of its own) with INIT as /init, the modules in /modules and, as root,
+# /dev/console; reproducible (sorted, owner 0, time 0).
 debian_kernel() {
   local workdir=$1 build=$2 deb moddir n
   kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-[0-9].*\)$/\1/p' | head -n1)
@@ -60,4 +64,20 @@ debian_kernel() {
     rm -rf "$build/deb" "$build/root"
   fi
   log "kernel $kpkg $kver, modules: $(cd "$kdir/modules" && echo ./*.ko | sed 's|\./||g')"
+}
+
+initramfs() {
+  local rootfs=$1 init=$2 out=$3
+  mkdir -p "$rootfs/dev" "$rootfs/proc" "$rootfs/sys" "$rootfs/modules"
+  cp "$init" "$rootfs/init" && chmod 0755 "$rootfs/init"
+  cp "$kdir"/modules/*.ko "$rootfs/modules/" 2>/dev/null || true
+  chmod 0644 "$rootfs"/modules/* 2>/dev/null || true
+  if [[ $(id -u) -eq 0 ]]; then
+    mknod -m 0600 "$rootfs/dev/console" c 5 1
+  else
+    log "not root: no /dev/console in the initramfs (the init opens it from devtmpfs)"
+  fi
+  find "$rootfs" -exec touch -h -d @0 {} +
+  (cd "$rootfs" && find . -mindepth 1 | LC_ALL=C sort |
+    cpio --quiet -o -H newc -R 0:0 --reproducible) | gzip -9n >"$out"
 }

@@ -50,19 +50,7 @@ source "$repo/e2e/guest/debian-kernel.sh"
 debian_kernel "$workdir" "$build"
 
 # --- initramfs: /init, /dev/console, /modules -------------------------------------------
-rootfs=$build/initramfs
-mkdir -p "$rootfs/dev" "$rootfs/proc" "$rootfs/sys" "$rootfs/modules"
-cp "$init" "$rootfs/init" && chmod 0755 "$rootfs/init"
-cp "$kdir"/modules/*.ko "$rootfs/modules/" 2>/dev/null || true
-chmod 0644 "$rootfs"/modules/* 2>/dev/null || true
-if [[ $(id -u) -eq 0 ]]; then
-  mknod -m 0600 "$rootfs/dev/console" c 5 1
-else
-  log "not root: no /dev/console in the initramfs (the init opens it from devtmpfs)"
-fi
-find "$rootfs" -exec touch -h -d @0 {} +
-(cd "$rootfs" && find . -mindepth 1 | LC_ALL=C sort |
-  cpio --quiet -o -H newc -R 0:0 --reproducible) | gzip -9n >"$workdir/initrd.gz"
+initramfs "$build/initramfs" "$init" "$workdir/initrd.gz"
 
 # --- disk: MBR, bootable FAT partition at 1 MiB, syslinux --------------------------------
 cat >"$build/syslinux.cfg" <<EOF

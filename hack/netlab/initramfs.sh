@@ -40,19 +40,9 @@ source "$repo/e2e/guest/debian-kernel.sh"
 debian_kernel "$workdir" "$build"
 
 # --- initramfs: /init, /nic.test, /dev/console, /modules ---------------------------------
-rootfs=$build/initramfs
-mkdir -p "$rootfs/dev" "$rootfs/proc" "$rootfs/sys" "$rootfs/modules"
-cp "$init" "$rootfs/init" && chmod 0755 "$rootfs/init"
-cp "$nictest" "$rootfs/nic.test" && chmod 0755 "$rootfs/nic.test"
-cp "$kdir"/modules/*.ko "$rootfs/modules/"
-chmod 0644 "$rootfs"/modules/*
-if [[ $(id -u) -eq 0 ]]; then
-  mknod -m 0600 "$rootfs/dev/console" c 5 1
-else
-  log "not root: no /dev/console in the initramfs (the init opens it from devtmpfs)"
-fi
-(cd "$rootfs" && find . -mindepth 1 | LC_ALL=C sort |
-  cpio --quiet -o -H newc -R 0:0 --reproducible) | gzip -1n >"$workdir/initrd.gz"
+mkdir -p "$build/initramfs"
+cp "$nictest" "$build/initramfs/nic.test" && chmod 0755 "$build/initramfs/nic.test"
+initramfs "$build/initramfs" "$init" "$workdir/initrd.gz"
 cp "$kdir/vmlinuz" "$workdir/vmlinuz"
 
 size() { du -h --apparent-size "$1" | cut -f1; }
