@@ -82,12 +82,19 @@ E2E_LOCAL_MULTUS ?= $(LOCALBIN)/multus
 .PHONY: e2e-local-multus
 e2e-local-multus: $(E2E_LOCAL_MULTUS) ## Build Multus' thin CNI plugin from its Go module (e2e/local/modules/multus/go.mod).
 
+# $(call pinned-module-bin,NAME,MODULE,VERSION,PACKAGE,LDFLAGS): build PACKAGE of MODULE into
+# $@ from the separate module e2e/local/modules/NAME, after checking that its go.mod
+# requires MODULE at VERSION (the Makefile's pin).
+define pinned-module-bin
+@grep -q '$(2) $(3)$$' e2e/local/modules/$(1)/go.mod || \
+	{ echo "e2e/local/modules/$(1)/go.mod does not require $(2) $(3)"; exit 1; }
+cd e2e/local/modules/$(1) && CGO_ENABLED=0 $(GO) build -trimpath -o $(abspath $@) -ldflags '-s -w $(5)' $(4)
+endef
+
+MULTUS_MODULE := gopkg.in/k8snetworkplumbingwg/multus-cni.v4
+
 $(E2E_LOCAL_MULTUS): e2e/local/modules/multus/go.mod e2e/local/modules/multus/go.sum
-	@grep -q 'multus-cni.v4 $(MULTUS_VERSION)$$' e2e/local/modules/multus/go.mod || \
-		{ echo "e2e/local/modules/multus/go.mod does not require multus-cni.v4 $(MULTUS_VERSION)"; exit 1; }
-	cd e2e/local/modules/multus && CGO_ENABLED=0 $(GO) build -trimpath -o $(abspath $@) \
-		-ldflags '-s -w -X gopkg.in/k8snetworkplumbingwg/multus-cni.v4/pkg/multus.version=$(MULTUS_VERSION)' \
-		gopkg.in/k8snetworkplumbingwg/multus-cni.v4/cmd/multus
+	$(call pinned-module-bin,multus,$(MULTUS_MODULE),$(MULTUS_VERSION),$(MULTUS_MODULE)/cmd/multus,-X $(MULTUS_MODULE)/pkg/multus.version=$(MULTUS_VERSION))
 
 # whereabouts, the IPAM plugin that leases secondary networks' addresses cluster-wide
 # (config/samples/rt-net.yaml uses it), pinned by the separate module
@@ -100,11 +107,7 @@ E2E_LOCAL_WHEREABOUTS ?= $(LOCALBIN)/whereabouts
 e2e-local-whereabouts: $(E2E_LOCAL_WHEREABOUTS) ## Build whereabouts' IPAM CNI plugin from its Go module (e2e/local/modules/whereabouts/go.mod).
 
 $(E2E_LOCAL_WHEREABOUTS): e2e/local/modules/whereabouts/go.mod e2e/local/modules/whereabouts/go.sum
-	@grep -q '$(WHEREABOUTS_MODULE) $(WHEREABOUTS_VERSION)$$' e2e/local/modules/whereabouts/go.mod || \
-		{ echo "e2e/local/modules/whereabouts/go.mod does not require $(WHEREABOUTS_MODULE) $(WHEREABOUTS_VERSION)"; exit 1; }
-	cd e2e/local/modules/whereabouts && CGO_ENABLED=0 $(GO) build -trimpath -o $(abspath $@) \
-		-ldflags '-s -w -X $(WHEREABOUTS_MODULE)/pkg/version.Version=$(WHEREABOUTS_VERSION) -X $(WHEREABOUTS_MODULE)/pkg/version.ReleaseStatus=released' \
-		$(WHEREABOUTS_MODULE)/cmd
+	$(call pinned-module-bin,whereabouts,$(WHEREABOUTS_MODULE),$(WHEREABOUTS_VERSION),$(WHEREABOUTS_MODULE)/cmd,-X $(WHEREABOUTS_MODULE)/pkg/version.Version=$(WHEREABOUTS_VERSION) -X $(WHEREABOUTS_MODULE)/pkg/version.ReleaseStatus=released)
 
 # KubeVirt (stage 3): its components from the kubevirt.io/kubevirt module pinned by
 # e2e/local/modules/kubevirt (which must require KUBEVIRT_VERSION), libvirt and QEMU from Debian
