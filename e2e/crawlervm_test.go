@@ -165,16 +165,7 @@ func runCrawler(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM, checkCP
 	}
 
 	// Deleting the CrawlerVM removes everything it created.
-	if err := cl.Delete(ctx, cvm); err != nil {
-		t.Fatalf("deleting CrawlerVM: %v", err)
-	}
-	waitFor(t, deleteTimeout, "everything deleted", func() (bool, string, error) {
-		left := leftovers(ctx, t, cvm)
-		if err := cl.Get(ctx, client.ObjectKeyFromObject(launcher), &corev1.Pod{}); err == nil {
-			left = append(left, "pod/"+launcher.Name)
-		}
-		return len(left) == 0, fmt.Sprintf("still there: %v", left), nil
-	})
+	deleteAndWaitGone(ctx, t, cvm, launcher)
 }
 
 // noDedicatedNode says why no node could run a dedicated crawler of hostCPUs exclusive
@@ -297,6 +288,22 @@ func condition(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM, typ stri
 		t.Fatalf("reading CrawlerVM: %v", err)
 	}
 	return meta.FindStatusCondition(cvm.Status.Conditions, typ)
+}
+
+// deleteAndWaitGone deletes cvm and waits until everything isochron created for it, and
+// its VMI's virt-launcher pod, is gone.
+func deleteAndWaitGone(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM, launcher *corev1.Pod) {
+	t.Helper()
+	if err := cl.Delete(ctx, cvm); err != nil {
+		t.Fatalf("deleting CrawlerVM: %v", err)
+	}
+	waitFor(t, deleteTimeout, "everything deleted", func() (bool, string, error) {
+		left := leftovers(ctx, t, cvm)
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(launcher), &corev1.Pod{}); err == nil {
+			left = append(left, "pod/"+launcher.Name)
+		}
+		return len(left) == 0, fmt.Sprintf("still there: %v", left), nil
+	})
 }
 
 // leftovers lists what isochron created for cvm and still exists: its VMI, probe Jobs

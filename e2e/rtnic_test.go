@@ -170,16 +170,7 @@ func TestNICAgentSchedulesTheRTUplink(t *testing.T) {
 
 	// Deleting the crawler removes what isochron created, and its schedule comes off the
 	// uplink (the agent removes a schedule whose last flow left).
-	if err := cl.Delete(ctx, cvm); err != nil {
-		t.Fatalf("deleting CrawlerVM: %v", err)
-	}
-	waitFor(t, deleteTimeout, "everything deleted", func() (bool, string, error) {
-		left := leftovers(ctx, t, cvm)
-		if err := cl.Get(ctx, client.ObjectKeyFromObject(launcher), &corev1.Pod{}); err == nil {
-			left = append(left, "pod/"+launcher.Name)
-		}
-		return len(left) == 0, fmt.Sprintf("still there: %v", left), nil
-	})
+	deleteAndWaitGone(ctx, t, cvm, launcher)
 	waitFor(t, unscheduleTimeout, "isochron's schedule off "+rtUplink, func() (bool, string, error) {
 		s := readSchedule(t, rtUplink)
 		return !s.ours, s.String(), nil
