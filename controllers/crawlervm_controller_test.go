@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -603,5 +604,94 @@ func TestUnschedulableLauncherIsReported(t *testing.T) {
 		return slices.ContainsFunc(evs, func(e string) bool {
 			return strings.HasPrefix(e, isov1.ReasonLauncherUnschedulable+": virt-launcher pod "+pod.Name)
 		}), fmt.Sprint(evs)
+	})
+}
+
+// An SR-IOV RT-NIC makes KubeVirt add 1Gi to the virt-launcher pod's memory (VFIO locks
+// the guest's): placement counts it, records it in status.sizing.vfioMemory, and takes
+// it up when a crawler's network becomes SR-IOV after it was placed.
+func TestSRIOVNetworkHoldsVFIOMemory(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	big := func(c *isov1.CrawlerVM) {
+		// A shared guest of 31Gi: its pod asks 31Gi and KubeVirt's ~0.3Gi; two fit in a
+		// node's 64Gi, but not with 1Gi more each.
+		c.Spec.CPUPlacement = isov1.CPUPlacementShared
+		c.Spec.ErrorBudget.Tolerance.Duration = 100 * time.Millisecond
+		c.Spec.Guest.Memory = resource.MustParse("31Gi")
+	}
+	createNode(t, rtNode("vfio-a", "it", "vfio-a"), 8)
+	createNode(t, rtNode("vfio-b", "it", "vfio-b"), 8)
+	sriov := &nadv1.NetworkAttachmentDefinition{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rt-sriov"},
+		Spec:       nadv1.NetworkAttachmentDefinitionSpec{Config: `{"cniVersion":"0.3.1","type":"sriov"}`},
+	}
+	if err := k8s.Create(ctx, sriov); err != nil {
+		t.Fatal(err)
+	}
+	createNAD(t, ns, "rt-bridge")
+	for _, c := range []*isov1.CrawlerVM{
+		crawler(ns, "a1", big, withSelector("it", "vfio-a"), withRTNIC("rt-sriov")),
+		crawler(ns, "a2", big, withSelector("it", "vfio-a"), withRTNIC("rt-sriov")),
+		crawler(ns, "b1", big, withSelector("it", "vfio-b"), withRTNIC("rt-bridge")),
+		crawler(ns, "b2", big, withSelector("it", "vfio-b"), withRTNIC("rt-bridge")),
+	} {
+		if err := k8s.Create(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	placed := func(names ...string) (map[string]*isov1.CrawlerVM, int) {
+		got, decided := map[string]*isov1.CrawlerVM{}, 0
+		for _, name := range names {
+			c := &isov1.CrawlerVM{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+			get(t, c)
+			switch {
+			case hasCondition(c, isov1.ConditionPlaced, metav1.ConditionTrue, isov1.ReasonPlaced):
+				got[name] = c
+				decided++
+			case hasCondition(c, isov1.ConditionPlaced, metav1.ConditionFalse, isov1.ReasonUnschedulable):
+				decided++
+			}
+		}
+		return got, decided
+	}
+	eventually(t, "every crawler decided", func() (bool, string) {
+		a, da := placed("a1", "a2")
+		b, db := placed("b1", "b2")
+		return da == 2 && db == 2, fmt.Sprintf("SR-IOV: %d placed of %d decided; bridge: %d placed of %d decided", len(a), da, len(b), db)
+	})
+	a, _ := placed("a1", "a2")
+	if len(a) != 1 {
+		t.Errorf("%d SR-IOV crawlers placed on vfio-a, want 1: two do not fit with KubeVirt's VFIO memory", len(a))
+	}
+	for name, c := range a {
+		if v := c.Status.Sizing.VFIOMemory; v == nil || v.Value() != sizing.VFIOOverheadBytes {
+			t.Errorf("%s: status.sizing.vfioMemory %v, want 1Gi", name, v)
+		}
+	}
+	b, _ := placed("b1", "b2")
+	if len(b) != 2 {
+		t.Errorf("%d bridge crawlers placed on vfio-b, want both (the control: without VFIO two fit)", len(b))
+	}
+	for name, c := range b {
+		if c.Status.Sizing.VFIOMemory != nil {
+			t.Errorf("%s: status.sizing.vfioMemory %v on a bridge network, want none", name, c.Status.Sizing.VFIOMemory)
+		}
+	}
+
+	// The bridge network becomes SR-IOV: with b2 gone, b1 is decided again and holds the
+	// VFIO memory on its node.
+	if err := k8s.Delete(ctx, b["b2"]); err != nil {
+		t.Fatal(err)
+	}
+	bridge := &nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rt-bridge"}}
+	get(t, bridge)
+	bridge.Spec.Config = `{"cniVersion":"0.3.1","type":"sriov"}`
+	if err := k8s.Update(ctx, bridge); err != nil {
+		t.Fatal(err)
+	}
+	b1 := b["b1"]
+	waitForCrawler(t, b1, "b1 holding VFIO memory", func(c *isov1.CrawlerVM) bool {
+		return c.Status.Sizing != nil && c.Status.Sizing.VFIOMemory != nil && c.Status.Placement != nil && c.Status.Placement.Node == "vfio-b"
 	})
 }

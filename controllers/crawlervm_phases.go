@@ -35,7 +35,7 @@ import (
 // persisted after the lock is released, with an optimistic lock, and forgotten from the
 // ledger when that fails (a stale copy, a conflicting write), to be decided again.
 func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter) (bool, error) {
-	if r.isPlaced(cvm) {
+	if r.isPlaced(cvm) && !vfioChanged(cvm, r.rtNetwork(ctx, cvm)) {
 		inv, err := r.gatherNode(ctx, cvm.Status.Placement.Node)
 		if err != nil {
 			return true, err
@@ -322,6 +322,29 @@ func (r *CrawlerVMReconciler) runVMI(ctx context.Context, cvm *isov1.CrawlerVM, 
 		return nil, nil
 	}
 	return current, nil
+}
+
+// rtNetwork is the crawler's RT-NIC's NetworkAttachmentDefinition from the cache: nil
+// when it has no RT-NIC, or when the network or Multus' API is missing, which runVMI
+// reports; placement then counts no VFIO memory.
+func (r *CrawlerVMReconciler) rtNetwork(ctx context.Context, cvm *isov1.CrawlerVM) *nadv1.NetworkAttachmentDefinition {
+	if cvm.Spec.RTNIC == nil {
+		return nil
+	}
+	nad := &nadv1.NetworkAttachmentDefinition{}
+	if err := r.Get(ctx, render.NetworkKey(cvm), nad); err != nil {
+		return nil
+	}
+	return nad
+}
+
+// vfioChanged reports whether the crawler's reservation counts VFIO memory where its RT
+// network (rtNet) no longer needs it, or the reverse: its network became SR-IOV, or
+// appeared as one after the crawler was placed, or the reservation predates the count.
+// The crawler is then decided again, on its node if that still fits it.
+func vfioChanged(cvm *isov1.CrawlerVM, rtNet *nadv1.NetworkAttachmentDefinition) bool {
+	held := cvm.Status.Sizing != nil && cvm.Status.Sizing.VFIOMemory != nil
+	return held != render.VFIO(cvm, rtNet)
 }
 
 // rtBinding reads the RT-NIC's NetworkAttachmentDefinition to tell SR-IOV from bridge,

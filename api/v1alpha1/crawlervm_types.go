@@ -534,6 +534,12 @@ type Sizing struct {
 	// memory is the memory the VM's pod requests for the guest.
 	// +required
 	Memory resource.Quantity `json:"memory,omitzero"` //nolint:kubeapilinter // requiredfields: at least spec.guest.memory (256Mi); omitzero omits an unset one, which the API server then refuses.
+	// vfioMemory is the memory KubeVirt adds to the VM's pod because its RT-NIC is an
+	// SR-IOV virtual function passed through with VFIO (1Gi: the guest's memory is locked
+	// for DMA, with room for MMIO); placement counts it on the node. Absent for a bridge
+	// RT-NIC or none.
+	// +optional
+	VFIOMemory *resource.Quantity `json:"vfioMemory,omitempty"`
 }
 
 // PlacementStatus is the node chosen for a crawler and what is predicted there.

@@ -7,6 +7,7 @@ import (
 	"isochron.io/isochron/internal/inventory"
 	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/placement"
+	"isochron.io/isochron/internal/render"
 )
 
 func (inv *Inventory) network(key string) *nadv1.NetworkAttachmentDefinition {
@@ -16,6 +17,15 @@ func (inv *Inventory) network(key string) *nadv1.NetworkAttachmentDefinition {
 		}
 	}
 	return nil
+}
+
+// rtNetwork is the input's NetworkAttachmentDefinition of the crawler's RT-NIC, nil for
+// none.
+func (inv *Inventory) rtNetwork(c *isov1.CrawlerVM) *nadv1.NetworkAttachmentDefinition {
+	if c.Spec.RTNIC == nil {
+		return nil
+	}
+	return inv.network(render.NetworkKey(c).String())
 }
 
 // PlacementNodes are the input's Nodes as placement sees them, with their profiles and
@@ -36,7 +46,7 @@ func (inv *Inventory) PlacementNodes() []placement.Node {
 func (inv *Inventory) Requests() []placement.Request {
 	reqs := make([]placement.Request, len(inv.CrawlerVMs))
 	for i, c := range inv.CrawlerVMs {
-		reqs[i] = inventory.Request(c)
+		reqs[i] = inventory.Request(c, render.VFIO(c, inv.rtNetwork(c)))
 	}
 	return reqs
 }

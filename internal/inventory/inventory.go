@@ -131,6 +131,9 @@ func Resident(c *isov1.CrawlerVM) (placement.Resident, bool) {
 	if s.Hugepages != nil {
 		r.HugepagesBytes = s.Hugepages.Value()
 	}
+	if s.VFIOMemory != nil {
+		r.VFIOBytes = s.VFIOMemory.Value()
+	}
 	key := c.Namespace + "/" + c.Name
 	d := Demand(&c.Spec)
 	if n := c.Status.RTNIC; n != nil && d.NIC != nil && n.Deadline.Duration == d.NIC.Deadline {
@@ -166,12 +169,17 @@ func SizingStatus(r sizing.Result) *isov1.Sizing {
 	if r.HugepagesBytes > 0 {
 		s.Hugepages = resource.NewQuantity(r.HugepagesBytes, resource.BinarySI)
 	}
+	if r.VFIOBytes > 0 {
+		s.VFIOMemory = resource.NewQuantity(r.VFIOBytes, resource.BinarySI)
+	}
 	return s
 }
 
-// Request is the placement request for a CrawlerVM.
-func Request(c *isov1.CrawlerVM) placement.Request {
+// Request is the placement request for a CrawlerVM; vfio says its RT-NIC is an SR-IOV
+// virtual function (render.VFIO), whose pod holds KubeVirt's VFIO memory too.
+func Request(c *isov1.CrawlerVM, vfio bool) placement.Request {
 	req := placement.Request{Key: c.Namespace + "/" + c.Name, Demand: Demand(&c.Spec)}
+	req.Demand.VFIO = vfio
 	if p := c.Spec.Placement; p != nil {
 		req.NodeSelector, req.Tolerations = p.NodeSelector, p.Tolerations
 		req.Spread = p.Policy == isov1.PlacementPolicySpread

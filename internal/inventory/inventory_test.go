@@ -13,6 +13,7 @@ import (
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/placement"
+	"isochron.io/isochron/internal/sizing"
 )
 
 func pod(node string, phase corev1.PodPhase, labels map[string]string, containers ...corev1.ResourceRequirements) corev1.Pod {
@@ -190,6 +191,33 @@ func TestResidentCarriesTheNICAgentsClass(t *testing.T) {
 			r, ok := Resident(crawler(tc.status))
 			if !ok || r.Workload.NIC == nil || r.Workload.NIC.Raise != tc.want {
 				t.Fatalf("Resident = %+v (%v), want NIC raised %d", r.Workload.NIC, ok, tc.want)
+			}
+		})
+	}
+}
+
+// A size goes into status.sizing and comes back as the same reservation, VFIO memory
+// included: the ledger rebuilt from status counts what the decision counted.
+func TestSizingStatusRoundTrips(t *testing.T) {
+	const gi = int64(1) << 30
+	for name, r := range map[string]sizing.Result{
+		"dedicated":              {VCPUs: 2, HostCPUs: 3, CPURequestMilli: 2000, MemoryBytes: gi, HugepagesBytes: gi},
+		"shared":                 {VCPUs: 1, CPURequestMilli: 150, MemoryBytes: gi},
+		"dedicated with SR-IOV":  {VCPUs: 2, HostCPUs: 3, CPURequestMilli: 2000, MemoryBytes: gi, HugepagesBytes: gi, VFIOBytes: sizing.VFIOOverheadBytes},
+		"shared with SR-IOV too": {VCPUs: 1, CPURequestMilli: 150, MemoryBytes: gi, VFIOBytes: sizing.VFIOOverheadBytes},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := &isov1.CrawlerVM{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "bms", Name: "a"},
+				Spec:       isov1.CrawlerVMSpec{RPS: 100},
+				Status:     isov1.CrawlerVMStatus{Sizing: SizingStatus(r), Placement: &isov1.PlacementStatus{Node: "n1"}},
+			}
+			res, ok := Resident(c)
+			if !ok {
+				t.Fatal("not resident")
+			}
+			if diff := cmp.Diff(r, res.Sizing); diff != "" {
+				t.Errorf("Resident(SizingStatus(r)).Sizing (-want +got):\n%s", diff)
 			}
 		})
 	}

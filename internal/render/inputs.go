@@ -40,9 +40,25 @@ type inputs struct {
 	RTNIC        *isov1.RTNIC        `json:"rtNIC,omitempty"`
 	NodeSelector map[string]string   `json:"nodeSelector,omitempty"`
 	Tolerations  []corev1.Toleration `json:"tolerations,omitempty"`
-	Sizing       sizing.Result       `json:"sizing"`
+	Sizing       renderedSize        `json:"sizing"`
 	Node         string              `json:"node"`
 	Binding      Binding             `json:"binding,omitempty"`
+}
+
+// renderedSize is the part of a crawler's size its VMI is rendered from, with
+// sizing.Result's field names, so that the hash of a VMI rendered before a field was
+// added to sizing.Result is unchanged. The VFIO memory is not in it: KubeVirt derives that
+// from the SR-IOV interface (the binding).
+type renderedSize struct {
+	VCPUs           int32
+	HostCPUs        int32
+	CPURequestMilli int64
+	MemoryBytes     int64
+	HugepagesBytes  int64
+}
+
+func renderedSizeOf(r sizing.Result) renderedSize {
+	return renderedSize{VCPUs: r.VCPUs, HostCPUs: r.HostCPUs, CPURequestMilli: r.CPURequestMilli, MemoryBytes: r.MemoryBytes, HugepagesBytes: r.HugepagesBytes}
 }
 
 func inputsOf(in Input) inputs {
@@ -50,7 +66,7 @@ func inputsOf(in Input) inputs {
 	x := inputs{
 		UID: cvm.UID, Namespace: cvm.Namespace, Name: cvm.Name,
 		Guest: cvm.Spec.Guest, CPUPlacement: cvm.Spec.CPUPlacement, RTNIC: cvm.Spec.RTNIC,
-		Sizing: in.Sizing, Node: in.Node,
+		Sizing: renderedSizeOf(in.Sizing), Node: in.Node,
 	}
 	if x.CPUPlacement == "" {
 		x.CPUPlacement = isov1.CPUPlacementDedicated // the schema's default

@@ -28,6 +28,13 @@ func GuestDSCPOf(nad *nadv1.NetworkAttachmentDefinition) bool {
 	return nad.Annotations[isov1.AnnotationGuestDSCP] == "true"
 }
 
+// VFIO reports whether the crawler's RT-NIC is passed through with VFIO: it has one, on
+// an SR-IOV network (rtNet, its NetworkAttachmentDefinition; nil when missing). KubeVirt
+// then locks the guest's memory and adds 1Gi to its pod (sizing.VFIOOverheadBytes).
+func VFIO(cvm *isov1.CrawlerVM, rtNet *nadv1.NetworkAttachmentDefinition) bool {
+	return cvm.Spec.RTNIC != nil && rtNet != nil && BindingOf(rtNet) == BindingSRIOV
+}
+
 // NetworkKey is the RT-NIC's NetworkAttachmentDefinition; a bare name is in the
 // CrawlerVM's namespace.
 func NetworkKey(cvm *isov1.CrawlerVM) types.NamespacedName {

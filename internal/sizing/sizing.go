@@ -33,7 +33,16 @@ type Demand struct {
 	MemoryBytes int64
 	// NIC is the RT-NIC's flow (spec.rtNIC), nil for none.
 	NIC *model.NICFlow
+	// VFIO is set when the RT-NIC is an SR-IOV virtual function passed through with
+	// VFIO (its NetworkAttachmentDefinition says so), for which KubeVirt locks the guest's
+	// memory and adds VFIOOverheadBytes to the pod.
+	VFIO bool
 }
+
+// VFIOOverheadBytes is what KubeVirt v1.8 adds to a virt-launcher pod's memory request
+// for a VMI with a VFIO device (an SR-IOV interface): the locked guest memory's MMIO
+// space, 1Gi.
+const VFIOOverheadBytes = 1 << 30
 
 // Result is the size of one crawler VM.
 type Result struct {
@@ -48,6 +57,9 @@ type Result struct {
 	MemoryBytes int64
 	// HugepagesBytes is the guest memory in hugepages (0 for shared placement).
 	HugepagesBytes int64
+	// VFIOBytes is the memory KubeVirt adds to the pod for VFIO (VFIOOverheadBytes for an
+	// SR-IOV RT-NIC, 0 otherwise).
+	VFIOBytes int64
 }
 
 // PodMemoryBytes is what the crawler's virt-launcher pod requests of its node's memory:
@@ -66,8 +78,8 @@ func (r Result) PodMemoryBytes() int64 {
 // video device; the kvm backend's GetMemoryOverhead): page tables (a byte per 512 of
 // guest memory, counted in kB), 220Mi for virt-launcher-monitor, virt-launcher, virtlogd,
 // virtqemud and qemu, 8Mi per vCPU and 8Mi for the IO thread, 32Mi of video RAM, and 100Mi
-// more for dedicated CPUs. An SR-IOV RT-NIC (VFIO) adds 1Gi that this leaves out.
-// test/kubevirt checks it against KubeVirt's own CalculateMemoryOverhead.
+// more for dedicated CPUs, and 1Gi for an SR-IOV RT-NIC (VFIO). test/kubevirt checks it
+// against KubeVirt's own GetMemoryOverhead.
 func LauncherOverheadBytes(r Result) int64 {
 	const mi = 1 << 20
 	kilo := (r.MemoryBytes + 999) / 1000 // resource.Quantity.ScaledValue(Kilo) rounds up
@@ -75,7 +87,7 @@ func LauncherOverheadBytes(r Result) int64 {
 	if r.Dedicated() {
 		overhead += 100 * mi
 	}
-	return overhead
+	return overhead + r.VFIOBytes
 }
 
 // Dedicated reports whether the crawler holds exclusive host CPUs.
@@ -91,12 +103,16 @@ func Size(d Demand, p model.Params) (Result, error) {
 		return Result{}, fmt.Errorf("spec.guest.memory must be positive, got %d bytes", mem)
 	}
 	vcpus := model.Size(d.RPS, d.Tolerance, d.Objective, p)
+	var vfio int64
+	if d.VFIO && d.NIC != nil {
+		vfio = VFIOOverheadBytes
+	}
 
 	if !d.Dedicated {
 		// Shares, not priorities, protect a VM (KVM cgroups study): request the peak as the
 		// cgroup weight, at least 100m so an idle crawler still has a real share.
 		milli := int64(math.Max(100, math.Ceil(model.PeakCPUs(d.RPS, d.Tolerance, d.Objective, p)*1000-1e-6))) // -1e-6: float noise
-		return Result{VCPUs: vcpus, CPURequestMilli: milli, MemoryBytes: mem}, nil
+		return Result{VCPUs: vcpus, CPURequestMilli: milli, MemoryBytes: mem, VFIOBytes: vfio}, nil
 	}
 	pages := RoundUpToPage(mem)
 	return Result{
@@ -105,6 +121,7 @@ func Size(d Demand, p model.Params) (Result, error) {
 		CPURequestMilli: int64(vcpus) * 1000,
 		MemoryBytes:     pages,
 		HugepagesBytes:  pages,
+		VFIOBytes:       vfio,
 	}, nil
 }
 

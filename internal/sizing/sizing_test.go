@@ -20,6 +20,12 @@ func demand(rps int32, dedicated bool, mem string) Demand {
 	return Demand{RPS: rps, Tolerance: 10 * time.Millisecond, Objective: 99.999, Dedicated: dedicated, MemoryBytes: m.Value()}
 }
 
+func withNIC(d Demand, vfio bool) Demand {
+	d.NIC = &model.NICFlow{Deadline: 20 * time.Millisecond, MinBandwidthBitsPerSecond: 10_000_000}
+	d.VFIO = vfio
+	return d
+}
+
 func TestSize(t *testing.T) {
 	const gi = int64(1) << 30
 	cases := map[string]struct {
@@ -53,6 +59,22 @@ func TestSize(t *testing.T) {
 		"an idle shared crawler still requests 100m": {
 			demand: demand(1, shared, "1Gi"),
 			want:   Result{VCPUs: 1, CPURequestMilli: 100, MemoryBytes: gi},
+		},
+		"an SR-IOV RT-NIC holds KubeVirt's 1Gi for VFIO": {
+			demand: withNIC(demand(100, dedicated, "256Mi"), true),
+			want:   Result{VCPUs: 1, HostCPUs: 2, CPURequestMilli: 1000, MemoryBytes: 256 << 20, HugepagesBytes: 256 << 20, VFIOBytes: gi},
+		},
+		"shared, with an SR-IOV RT-NIC, too": {
+			demand: withNIC(demand(1, shared, "1Gi"), true),
+			want:   Result{VCPUs: 1, CPURequestMilli: 100, MemoryBytes: gi, VFIOBytes: gi},
+		},
+		"a bridge RT-NIC holds none": {
+			demand: withNIC(demand(100, dedicated, "256Mi"), false),
+			want:   Result{VCPUs: 1, HostCPUs: 2, CPURequestMilli: 1000, MemoryBytes: 256 << 20, HugepagesBytes: 256 << 20},
+		},
+		"VFIO without an RT-NIC holds none": {
+			demand: func() Demand { d := demand(100, dedicated, "256Mi"); d.VFIO = true; return d }(),
+			want:   Result{VCPUs: 1, HostCPUs: 2, CPURequestMilli: 1000, MemoryBytes: 256 << 20, HugepagesBytes: 256 << 20},
 		},
 	}
 	for name, tc := range cases {
@@ -113,5 +135,10 @@ func TestPodMemoryBytes(t *testing.T) {
 	}
 	if got, want := shr.PodMemoryBytes(), 1024*mi+2097152+(220+2*8+8+32)*mi; got != want {
 		t.Errorf("shared 2 vCPUs: pod memory %d, want %d", got, want)
+	}
+	vfio := ded
+	vfio.VFIOBytes = VFIOOverheadBytes
+	if got, want := vfio.PodMemoryBytes(), ded.PodMemoryBytes()+1024*mi; got != want {
+		t.Errorf("dedicated with an SR-IOV RT-NIC: pod memory %d, want %d (1Gi more for VFIO)", got, want)
 	}
 }

@@ -5,24 +5,18 @@ import (
 
 	"kubevirt.io/kubevirt/pkg/hypervisor/kvm"
 
-	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/sizing"
 )
 
 // The memory placement counts for a crawler's virt-launcher pod beyond its guest
 // (sizing.LauncherOverheadBytes) is what KubeVirt's own code adds to the pod's request for
-// the VMI isochron renders; an SR-IOV RT-NIC adds KubeVirt's 1Gi for VFIO, which
-// placement leaves out (docs/placement.md).
+// the VMI isochron renders, KubeVirt's 1Gi for VFIO with an SR-IOV RT-NIC included.
 func TestLauncherOverheadIsKubeVirts(t *testing.T) {
-	const vfio = 1 << 30
 	for name, tc := range variants() {
 		t.Run(name, func(t *testing.T) {
 			s, vmi := tc.render(t)
 			kv := kvm.NewKvmHypervisorBackend().GetMemoryOverhead(vmi, Architecture, nil)
 			want := kv.Value()
-			if tc.binding == render.BindingSRIOV {
-				want -= vfio
-			}
 			if got := sizing.LauncherOverheadBytes(s); got != want {
 				t.Errorf("LauncherOverheadBytes = %d, KubeVirt's overhead %d (%s)", got, want, kv.String())
 			}

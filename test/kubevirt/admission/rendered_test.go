@@ -110,7 +110,9 @@ type variant struct {
 // render sizes the variant's crawler and renders its VMI, as the operator would.
 func (v variant) render(t *testing.T) (sizing.Result, *kubevirtv1.VirtualMachineInstance) {
 	t.Helper()
-	s, err := sizing.Size(inventory.Demand(&v.cvm.Spec), model.DefaultParams())
+	d := inventory.Demand(&v.cvm.Spec)
+	d.VFIO = v.binding == render.BindingSRIOV // as the operator's render.VFIO finds it
+	s, err := sizing.Size(d, model.DefaultParams())
 	if err != nil {
 		t.Fatal(err)
 	}
