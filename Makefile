@@ -109,10 +109,10 @@ QPS ?= 1000
 STEADY ?= 0s
 
 .PHONY: bench-placement
-bench-placement: envtest-bins $(ENVTEST_ASSETS)/kube-scheduler ## Placement throughput on a real kube-apiserver: the manager binary against kube-scheduler, CRAWLERS crawlers (and as many Guaranteed pods) on NODES fake RT nodes, in one run.
+bench-placement: envtest-bins $(ENVTEST_ASSETS)/kube-scheduler ## Placement throughput on a real kube-apiserver: the manager binary against kube-scheduler, CRAWLERS crawlers (and as many Guaranteed pods) on NODES fake RT nodes, in one run; then what each side's write per decision costs the API server.
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(LOCALBIN)/manager ./cmd/manager
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) run ./hack/bench-placement -manager $(LOCALBIN)/manager \
-		-crawlers $(CRAWLERS) -nodes $(NODES) -qps $(QPS) -burst $$(( $(QPS) * 2 )) -steady $(STEADY)
+		-crawlers $(CRAWLERS) -nodes $(NODES) -qps $(QPS) -burst $$(( $(QPS) * 2 )) -steady $(STEADY) -writes
 
 ##@ Build
 

@@ -11,7 +11,9 @@
 //  3. the manager is stopped, and N Guaranteed pods, each with the CPUs and memory one
 //     crawler's sizing holds, are created on the same nodes; kube-scheduler is started,
 //     and the clock runs to the last pod bound (or reported unschedulable); every node is
-//     checked against its allocatable CPU.
+//     checked against its allocatable CPU;
+//  4. with -writes, what the write each side makes per decision costs the API server and
+//     etcd, with controls (measureWrites).
 //
 // Both clocks start when the process is started, so both include connecting and
 // syncing caches.
@@ -57,7 +59,7 @@ type options struct {
 	manager, root, pprof     string
 	gomemlimit               string
 	timeout, steady          time.Duration
-	skipScheduler            bool
+	skipScheduler, writes    bool
 }
 
 func main() {
@@ -74,6 +76,7 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 20*time.Minute, "Give up after this long on either side.")
 	flag.DurationVar(&o.steady, "steady", 0, "After convergence, watch the idle manager this long: its API writes and CPU.")
 	flag.BoolVar(&o.skipScheduler, "skip-scheduler", false, "Measure isochron only.")
+	flag.BoolVar(&o.writes, "writes", false, "Then measure what one decision's write costs the API server: a CrawlerVM status patch, two custom-resource controls and a pod binding.")
 	flag.StringVar(&o.gomemlimit, "gomemlimit", "", "The manager's GOMEMLIMIT, as its Deployment sets it (config/manager: 440MiB); empty for none.")
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
@@ -128,7 +131,7 @@ func run(ctx context.Context, o options) error {
 		fmt.Printf("manager peak RSS %d MiB\n", iso.peakRSS>>20)
 	}
 	if o.skipScheduler {
-		return nil
+		return measureWritesIfAsked(ctx, env, o)
 	}
 	ks, err := runScheduler(ctx, env, o, kc, nodes)
 	if err != nil {
@@ -142,6 +145,24 @@ func run(ctx context.Context, o options) error {
 	if len(iso.violations)+len(ks.violations) > 0 {
 		return fmt.Errorf("%d violations", len(iso.violations)+len(ks.violations))
 	}
+	return measureWritesIfAsked(ctx, env, o)
+}
+
+// measureWritesIfAsked measures, with -writes, what one decision's write costs (measureWrites), on
+// the crawlers the manager decided.
+func measureWritesIfAsked(ctx context.Context, env *testenv.Env, o options) error {
+	if !o.writes {
+		return nil
+	}
+	list := &isov1.CrawlerVMList{}
+	if err := env.Client.List(ctx, list, client.InNamespace("bench")); err != nil {
+		return err
+	}
+	costs, err := measureWrites(ctx, env, list.Items)
+	if err != nil {
+		return err
+	}
+	printWrites(costs)
 	return nil
 }
 
