@@ -74,6 +74,8 @@ type CrawlerVMReconciler struct {
 	pending pendingQueue
 	// kept is the planner kept across batches (plannerFor); guarded by decide.
 	kept *plannedLedger
+	// nodes keeps gatherNodes' inventory while nothing it reads changes.
+	nodes nodesMemo
 }
 
 // Option sets up a CrawlerVMReconciler (Kueue's style: WithClock and the like).
@@ -236,6 +238,9 @@ func (r *CrawlerVMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, indexPodNode, podNodeIndex); err != nil {
+		return err
+	}
+	if err := r.nodes.setup(context.Background(), mgr.GetCache()); err != nil {
 		return err
 	}
 	r.metrics = newMetrics(r.clock.Now())

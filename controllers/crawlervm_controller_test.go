@@ -695,3 +695,61 @@ func TestSRIOVNetworkHoldsVFIOMemory(t *testing.T) {
 		return c.Status.Sizing != nil && c.Status.Sizing.VFIOMemory != nil && c.Status.Placement != nil && c.Status.Placement.Node == "vfio-b"
 	})
 }
+
+// Decisions read what Nodes and pods hold now: a Node's labels changed in place, a pod
+// outside isochron bound to a node and then deleted, each reaches the next decision
+// (the node inventory is kept between decisions only while none of this changes).
+func TestNodeAndPodChangesReachTheNextDecision(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+
+	// A node's labels change: a crawler waiting for them is placed.
+	createNode(t, rtNode("relabel-1", "it", "relabel-not-yet"), 8)
+	waiting := crawler(ns, "waiting", withSelector("it", "relabel"))
+	if err := k8s.Create(ctx, waiting); err != nil {
+		t.Fatal(err)
+	}
+	waitForCrawler(t, waiting, "Placed=False", func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionPlaced, metav1.ConditionFalse, isov1.ReasonUnschedulable)
+	})
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "relabel-1"}}
+	get(t, node)
+	node.Labels["it"] = "relabel"
+	if err := k8s.Update(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	waitForCrawler(t, waiting, "placed on relabel-1", func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionPlaced, metav1.ConditionTrue, isov1.ReasonPlaced) && c.Status.Placement.Node == "relabel-1"
+	})
+
+	// A pod bound to a node takes all its CPUs: a crawler arriving after it is not placed
+	// there; once the pod is gone, it is.
+	createNode(t, rtNode("taken-1", "it", "taken"), 8)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cpu-hog"},
+		Spec: corev1.PodSpec{NodeName: "taken-1", Containers: []corev1.Container{{
+			Name: "hog", Image: "registry.k8s.io/pause:3.10",
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("1Gi")},
+				Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("1Gi")},
+			},
+		}}},
+	}
+	eventually(t, "the pod created (its namespace's default ServiceAccount exists)", func() (bool, string) {
+		err := k8s.Create(ctx, pod)
+		return err == nil, fmt.Sprint(err)
+	})
+	late := crawler(ns, "late", withSelector("it", "taken"))
+	if err := k8s.Create(ctx, late); err != nil {
+		t.Fatal(err)
+	}
+	waitForCrawler(t, late, "Placed=False while the pod holds taken-1's CPUs", func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionPlaced, metav1.ConditionFalse, isov1.ReasonUnschedulable)
+	})
+	if err := k8s.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	waitForCrawler(t, late, "placed on taken-1 once the pod is gone", func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionPlaced, metav1.ConditionTrue, isov1.ReasonPlaced) && c.Status.Placement.Node == "taken-1"
+	})
+}

@@ -58,6 +58,10 @@ func (r *CrawlerVMReconciler) gather(ctx context.Context) (*clusterInventory, er
 // gatherNodes is gather without the reservations: the nodes, what their pods hold, their
 // profiles and calibrations.
 func (r *CrawlerVMReconciler) gatherNodes(ctx context.Context) (*clusterInventory, error) {
+	kept, at, ok := r.nodes.get()
+	if ok {
+		return kept, nil
+	}
 	// Nodes and pods are only read here: the cache's own objects, not copies.
 	nodes := &corev1.NodeList{}
 	if err := r.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
@@ -88,7 +92,7 @@ func (r *CrawlerVMReconciler) gatherNodes(ctx context.Context) (*clusterInventor
 		n := &nodes.Items[i]
 		inv.addNode(n, profiles.Items, held[n.Name], calOf[n.Name])
 	}
-	return inv, nil
+	return r.nodes.keep(inv, at), nil
 }
 
 // plannedLedger is a planner kept across batches of decisions while it holds exactly the
@@ -103,12 +107,17 @@ type plannedLedger struct {
 // plannerFor is the planner for the nodes of inv and the ledger's reservations: the kept
 // one when neither changed, else a new one. Called with r.decide held.
 func (r *CrawlerVMReconciler) plannerFor(inv *clusterInventory) *plannedLedger {
-	if k := r.kept; k != nil && k.gen == r.ledger.Gen() && placement.NodesEqual(k.nodes, inv.nodes) {
+	if k := r.kept; k != nil && k.gen == r.ledger.Gen() && (sameNodes(k.nodes, inv.nodes) || placement.NodesEqual(k.nodes, inv.nodes)) {
 		return k
 	}
 	res, gen := r.ledger.Snapshot()
 	r.kept = &plannedLedger{planner: placement.NewPlanner(inv.nodes, res), nodes: inv.nodes, gen: gen}
 	return r.kept
+}
+
+// sameNodes reports whether a and b are the same slice (the kept inventory's, nodesMemo).
+func sameNodes(a, b []placement.Node) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // addNode adds node n with what its pods hold and its calibration.

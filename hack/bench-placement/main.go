@@ -174,6 +174,8 @@ type result struct {
 	steadyWrites     int
 	steadyCPU        time.Duration
 	peakRSS          int64
+	// cpu is the deciding process's CPU time from its start to the last decision.
+	cpu time.Duration
 }
 
 func (r result) rate(n int) float64 { return float64(n) / r.took.Seconds() }
@@ -197,6 +199,9 @@ func startLogged(cmd *exec.Cmd, name string, signal os.Signal) (path string, sto
 func (r result) print(side string, n int, objects, placed, unplaced string) {
 	fmt.Printf("%s: %d %s decided in %s (%d %s, %d %s): %.1f per second; %d violations\n",
 		side, n, objects, r.took.Round(10*time.Millisecond), r.placed, placed, r.unplaced, unplaced, r.rate(n), len(r.violations))
+	if r.cpu > 0 {
+		fmt.Printf("  its CPU time to then: %.2f s, %.2f ms per decision\n", r.cpu.Seconds(), float64(r.cpu.Microseconds())/1000/float64(n))
+	}
 	for _, v := range r.violations {
 		fmt.Println("  ", v)
 	}
@@ -244,6 +249,9 @@ func runIsochron(ctx context.Context, env *testenv.Env, o options, kc string, no
 		return result{}, fmt.Errorf("isochron: %w (manager log: %s)", err, log)
 	}
 	res := result{took: last.Sub(start), placed: placed, unplaced: unplaced}
+	if res.cpu, err = cpuTime(cmd.Process.Pid); err != nil {
+		return res, err
+	}
 	if calls, err := requests("http://" + metricsAddr + "/metrics"); err == nil {
 		fmt.Printf("manager's API requests when the last crawler was decided: %v\n", calls)
 	}
@@ -336,6 +344,9 @@ leaderElection:
 		return result{}, fmt.Errorf("kube-scheduler: %w (log: %s)", err, log)
 	}
 	res := result{took: last.Sub(start), placed: placed, unplaced: unplaced}
+	if res.cpu, err = cpuTime(cmd.Process.Pid); err != nil {
+		return res, err
+	}
 	bound := &corev1.PodList{}
 	if err := env.Client.List(ctx, bound, client.InNamespace("bench-pods")); err != nil {
 		return res, err

@@ -1,0 +1,132 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/inventory"
+)
+
+// nodesMemo keeps the last inventory gatherNodes built, with a fingerprint of what it was
+// built from: the resourceVersion of every Node, ContentionProfile and NodeCalibration in
+// the cache, and of every pod that holds a node's resources (inventory.Held's pods: bound,
+// not finished, not a crawler's virt-launcher). While the fingerprint is unchanged,
+// gatherNodes returns the kept inventory: a batch of decisions no longer copies, sorts and
+// converts every Node of the cluster, which was a third of the manager's CPU during a bulk
+// apply (docs/placement.md). The fingerprint reads the informers' stores directly, without
+// copying an object.
+//
+// It is taken before the objects are listed, so a kept inventory is never older than its
+// fingerprint: a change stored between the two only costs one more build.
+type nodesMemo struct {
+	// stores are the informers' stores of Nodes, Pods, ContentionProfiles and
+	// NodeCalibrations; nil keeps nothing.
+	stores []toolscache.Store
+	mu     sync.Mutex
+	inv    *clusterInventory
+	at     fingerprint
+}
+
+// fingerprint sums a hash of each object's identity and resourceVersion, so that the
+// stores' order does not matter.
+type fingerprint struct {
+	objects int
+	sum     uint64
+}
+
+// setup finds the informers' stores in c (the manager's cache).
+func (m *nodesMemo) setup(ctx context.Context, c cache.Cache) error {
+	for _, obj := range []client.Object{&corev1.Node{}, &corev1.Pod{}, &isov1.ContentionProfile{}, &isov1.NodeCalibration{}} {
+		inf, err := c.GetInformer(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("the cache's informer of %T: %w", obj, err)
+		}
+		s, ok := inf.(interface{ GetStore() toolscache.Store })
+		if !ok {
+			m.stores = nil // an informer without a store (not client-go's): keep nothing
+			return nil
+		}
+		m.stores = append(m.stores, s.GetStore())
+	}
+	return nil
+}
+
+// fingerprint is the current fingerprint; ok is false when there are no stores.
+func (m *nodesMemo) fingerprint() (fingerprint, bool) {
+	if m.stores == nil {
+		return fingerprint{}, false
+	}
+	var f fingerprint
+	for _, s := range m.stores {
+		for _, item := range s.List() {
+			o, ok := item.(client.Object)
+			if !ok {
+				continue
+			}
+			if p, ok := o.(*corev1.Pod); ok && (!inventory.Holds(p) || inventory.CrawlerLauncher(p)) {
+				continue
+			}
+			// A resourceVersion is the etcd revision of the object's last write, which no
+			// other write shares; with the name, a replaced object differs too.
+			f.sum += fnv1a(fnv1a(fnvOffset, o.GetName()), o.GetResourceVersion())
+			f.objects++
+		}
+	}
+	return f, true
+}
+
+// FNV-1a (hash/fnv's 64-bit variant) over strings, without hash/fnv's allocations.
+const (
+	fnvOffset uint64 = 14695981039346656037
+	fnvPrime  uint64 = 1099511628211
+)
+
+func fnv1a(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= fnvPrime
+	}
+	h ^= 0 // a separator, so that ("ab", "c") and ("a", "bc") differ
+	return h * fnvPrime
+}
+
+// get returns a copy of the kept inventory when its fingerprint is current, and the
+// fingerprint to keep a new one under.
+func (m *nodesMemo) get() (*clusterInventory, fingerprint, bool) {
+	f, ok := m.fingerprint()
+	if !ok {
+		return nil, f, false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.inv == nil || m.at != f {
+		return nil, f, false
+	}
+	return m.inv.shallowCopy(), f, true
+}
+
+// keep keeps inv, built after fingerprint f was taken, and returns a copy for the caller.
+func (m *nodesMemo) keep(inv *clusterInventory, f fingerprint) *clusterInventory {
+	if m.stores == nil {
+		return inv
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.inv, m.at = inv, f
+	return inv.shallowCopy()
+}
+
+// shallowCopy shares the nodes and calibrations, which are never changed once built;
+// callers set their own residents.
+func (inv *clusterInventory) shallowCopy() *clusterInventory {
+	c := *inv
+	c.residents = nil
+	return &c
+}
