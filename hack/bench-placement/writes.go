@@ -78,17 +78,21 @@ func measureWrites(ctx context.Context, env *testenv.Env, decided []isov1.Crawle
 		return nil, err
 	}
 	n := len(decided)
+	// cpus is the API server's and etcd's CPU time so far.
+	cpus := func() (api, db time.Duration, err error) {
+		if api, err = cpuTime(apiserver); err != nil {
+			return 0, 0, err
+		}
+		db, err = cpuTime(etcd)
+		return api, db, err
+	}
 	// measure prepares prepared objects, then makes writes writes for the n decisions,
 	// 16 at a time, and divides the CPU it took by n.
 	measure := func(what string, prepared int, prepare func(i int) error, writes int, write func(i int) error) (writeCost, error) {
 		if err := parallel(16, prepared, prepare); err != nil {
 			return writeCost{}, fmt.Errorf("%s: preparing: %w", what, err)
 		}
-		a0, err := cpuTime(apiserver)
-		if err != nil {
-			return writeCost{}, err
-		}
-		e0, err := cpuTime(etcd)
+		a0, e0, err := cpus()
 		if err != nil {
 			return writeCost{}, err
 		}
@@ -97,11 +101,7 @@ func measureWrites(ctx context.Context, env *testenv.Env, decided []isov1.Crawle
 			return writeCost{}, fmt.Errorf("%s: %w", what, err)
 		}
 		took := time.Since(start)
-		a1, err := cpuTime(apiserver)
-		if err != nil {
-			return writeCost{}, err
-		}
-		e1, err := cpuTime(etcd)
+		a1, e1, err := cpus()
 		if err != nil {
 			return writeCost{}, err
 		}
