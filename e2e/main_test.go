@@ -168,15 +168,7 @@ func setImages(u *unstructured.Unstructured) error {
 			c.Args = append(c.Args, "--probe-cpu="+probeCPU)
 		}
 	}
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(dep)
-	if err != nil {
-		return err
-	}
-	delete(obj, "status")
-	u.Object = obj
-	u.SetAPIVersion("apps/v1")
-	u.SetKind("Deployment")
-	return nil
+	return setObject(u, dep, "Deployment")
 }
 
 // setAgentImage sets the NIC agent's image on its DaemonSet.
@@ -194,14 +186,19 @@ func setAgentImage(u *unstructured.Unstructured) error {
 	if !found {
 		return fmt.Errorf("DaemonSet %s has no container nic-agent to set the image %s on", nicAgentDS, nicAgentImage)
 	}
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ds)
+	return setObject(u, ds, "DaemonSet")
+}
+
+// setObject makes u the apps/v1 object obj of kind, edited from u, without its status.
+func setObject(u *unstructured.Unstructured, obj any, kind string) error {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
 		return err
 	}
-	delete(obj, "status")
-	u.Object = obj
+	delete(m, "status")
+	u.Object = m
 	u.SetAPIVersion("apps/v1")
-	u.SetKind("DaemonSet")
+	u.SetKind(kind)
 	return nil
 }
 
