@@ -35,7 +35,7 @@ import (
 // persisted after the lock is released, with an optimistic lock, and forgotten from the
 // ledger when that fails (a stale copy, a conflicting write), to be decided again.
 func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter) (bool, error) {
-	if r.isPlaced(cvm) && !vfioChanged(cvm, r.rtNetwork(ctx, cvm)) {
+	if r.isPlaced(cvm) && !vfioChanged(cvm, r.vfio(ctx, cvm)) {
 		inv, err := r.gatherNode(ctx, cvm.Status.Placement.Node)
 		if err != nil {
 			return true, err
@@ -324,37 +324,41 @@ func (r *CrawlerVMReconciler) runVMI(ctx context.Context, cvm *isov1.CrawlerVM, 
 	return current, nil
 }
 
-// rtNetwork is the crawler's RT-NIC's NetworkAttachmentDefinition from the cache: nil
-// when it has no RT-NIC, or when the network or Multus' API is missing, which runVMI
-// reports; placement then counts no VFIO memory.
-func (r *CrawlerVMReconciler) rtNetwork(ctx context.Context, cvm *isov1.CrawlerVM) *nadv1.NetworkAttachmentDefinition {
+// rtNetwork is the crawler's RT-NIC's NetworkAttachmentDefinition from the cache; nil,
+// nil when it has no RT-NIC. runVMI reports a missing network or Multus API; placement
+// takes either as no VFIO memory.
+func (r *CrawlerVMReconciler) rtNetwork(ctx context.Context, cvm *isov1.CrawlerVM) (*nadv1.NetworkAttachmentDefinition, error) {
 	if cvm.Spec.RTNIC == nil {
-		return nil
+		return nil, nil
 	}
 	nad := &nadv1.NetworkAttachmentDefinition{}
 	if err := r.Get(ctx, render.NetworkKey(cvm), nad); err != nil {
-		return nil
+		return nil, err
 	}
-	return nad
+	return nad, nil
+}
+
+// vfio says whether the crawler's RT-NIC is an SR-IOV VF (render.VFIO), false when its
+// network cannot be read.
+func (r *CrawlerVMReconciler) vfio(ctx context.Context, cvm *isov1.CrawlerVM) bool {
+	nad, err := r.rtNetwork(ctx, cvm)
+	return err == nil && render.VFIO(cvm, nad)
 }
 
 // vfioChanged reports whether the crawler's reservation counts VFIO memory where its RT
-// network (rtNet) no longer needs it, or the reverse: its network became SR-IOV, or
+// network no longer needs it (vfio false), or the reverse: its network became SR-IOV, or
 // appeared as one after the crawler was placed, or the reservation predates the count.
 // The crawler is then decided again, on its node if that still fits it.
-func vfioChanged(cvm *isov1.CrawlerVM, rtNet *nadv1.NetworkAttachmentDefinition) bool {
+func vfioChanged(cvm *isov1.CrawlerVM, vfio bool) bool {
 	held := cvm.Status.Sizing != nil && cvm.Status.Sizing.VFIOMemory != nil
-	return held != render.VFIO(cvm, rtNet)
+	return held != vfio
 }
 
 // rtBinding reads the RT-NIC's NetworkAttachmentDefinition to tell SR-IOV from bridge,
 // and whether the network asks the guest to mark its traffic.
 func (r *CrawlerVMReconciler) rtBinding(ctx context.Context, cvm *isov1.CrawlerVM) (render.Binding, bool, error) {
-	if cvm.Spec.RTNIC == nil {
-		return "", false, nil
-	}
-	nad := &nadv1.NetworkAttachmentDefinition{}
-	if err := r.Get(ctx, render.NetworkKey(cvm), nad); err != nil {
+	nad, err := r.rtNetwork(ctx, cvm)
+	if nad == nil || err != nil {
 		return "", false, err
 	}
 	return render.BindingOf(nad), render.GuestDSCPOf(nad), nil

@@ -13,7 +13,6 @@ import (
 	"isochron.io/isochron/internal/format"
 	"isochron.io/isochron/internal/inventory"
 	"isochron.io/isochron/internal/placement"
-	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/slo"
 )
 
@@ -65,7 +64,7 @@ func (r *CrawlerVMReconciler) remediate(ctx context.Context, cvm *isov1.CrawlerV
 		return false, 0, err
 	}
 	last, from := cvm.Status.LastProbe, cvm.Status.Placement.Node
-	req := inventory.Request(cvm, render.VFIO(cvm, r.rtNetwork(ctx, cvm)))
+	req := inventory.Request(cvm, r.vfio(ctx, cvm))
 	req.Avoid = from
 	d := placement.NewPlanner(inv.nodes, inv.residents).Place(req)
 	refuted := fmt.Sprintf("probe Job %s refuted the SLO on node %s", last.Job, from)

@@ -7,7 +7,6 @@ import (
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/inventory"
-	"isochron.io/isochron/internal/render"
 )
 
 // pendingQueue holds the crawlers waiting for a placement decision. Decisions are taken in
@@ -112,7 +111,7 @@ func (r *CrawlerVMReconciler) decideBatch(ctx context.Context, batch []*placeReq
 			kept = r.plannerFor(inv)
 		}
 		began := r.clock.Now()
-		req := inventory.Request(cvm, render.VFIO(cvm, r.rtNetwork(ctx, cvm)))
+		req := inventory.Request(cvm, r.vfio(ctx, cvm))
 		d := kept.planner.Place(req)
 		kept.planner.Commit(req, d)
 		r.metrics.placementDuration.Observe(r.clock.Since(began).Seconds())
