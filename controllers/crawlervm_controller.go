@@ -22,9 +22,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
@@ -140,7 +142,6 @@ func NewCrawlerVMReconciler(mgr ctrl.Manager, opts ...Option) *CrawlerVMReconcil
 
 // +kubebuilder:rbac:groups=isochron.io,resources=crawlervms,verbs=get;list;watch
 // +kubebuilder:rbac:groups=isochron.io,resources=crawlervms/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=k8s.cni.cncf.io,resources=network-attachment-definitions,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
@@ -181,7 +182,7 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	// A Service that cannot be had (its IP range full) does not hold the VMI back: its
 	// agent then finds the gateway by name, and the error retries the Service.
 	gatewayIP, svcErr := r.ensureProbeService(ctx, cvm)
-	running, err := r.runVMI(ctx, cvm, gatewayIP)
+	running, err := r.runVM(ctx, cvm, gatewayIP)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -199,7 +200,7 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if moved {
 		// The reservation moved: replace the VMI now (the old one is deleted; the new one
 		// is created on the new node once it is gone).
-		_, err := r.runVMI(ctx, cvm, gatewayIP)
+		_, err := r.runVM(ctx, cvm, gatewayIP)
 		return ctrl.Result{}, err
 	}
 	if wait > 0 && (after == 0 || wait < after) {
@@ -229,7 +230,7 @@ func (w *statusWriter) persist(ctx context.Context, cvm *isov1.CrawlerVM) error 
 
 // SetupWithManager registers the reconciler, its metrics and what it watches: a
 // crawler reconciles when its spec changes (generation), when an object it owns (its
-// VMI, probe Jobs, probe Service) changes, and on the triggers below.
+// VM, probe Jobs, probe Service) or its VMI changes, and on the triggers below.
 func (r *CrawlerVMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &isov1.CrawlerVM{}, indexRTNetwork, rtNetworkIndex); err != nil {
 		return err
@@ -249,7 +250,9 @@ func (r *CrawlerVMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&isov1.CrawlerVM{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, reservationChanged))).
-		Owns(&kubevirtv1.VirtualMachineInstance{}).
+		Owns(&kubevirtv1.VirtualMachine{}).
+		// A crawler's VMIs are its VM's (KubeVirt controls them); they carry its label.
+		Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(byCrawlerLabel)).
 		Owns(&batchv1.Job{}).
 		Owns(&corev1.Service{})
 	for _, t := range r.triggers() {
@@ -289,6 +292,16 @@ func (r *CrawlerVMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return nil
 		},
 	})
+}
+
+// byCrawlerLabel is the crawler an object names in its isochron.io/crawlervm label (a
+// VMI KubeVirt started from the crawler's VM), in its namespace.
+func byCrawlerLabel(_ context.Context, o client.Object) []reconcile.Request {
+	name, ok := o.GetLabels()[isov1.LabelCrawlerVM]
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
 }
 
 // trigger is a change elsewhere in the cluster that makes crawlers reconcile again, and

@@ -85,7 +85,7 @@ func waitForCrawler(t *testing.T, c *isov1.CrawlerVM, what string, cond func(*is
 	})
 }
 
-func TestCrawlerVMRunsAsVMI(t *testing.T) {
+func TestCrawlerRunsAsAVirtualMachine(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
 	createNode(t, rtNode("run-1", "it", "run"), 16)
@@ -95,8 +95,11 @@ func TestCrawlerVMRunsAsVMI(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Placed, sized, and the VMI is exactly what the renderer produces for it.
+	// Placed, sized, and the VM is exactly what the renderer produces for it; KubeVirt
+	// starts its VMI from it.
 	vmi := waitForVMI(t, client.ObjectKey{Namespace: ns, Name: "tower"}, func(*kubevirtv1.VirtualMachineInstance) bool { return true })
+	vm := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tower"}}
+	get(t, vm)
 	waitForCrawler(t, c, "Placed on run-1", func(c *isov1.CrawlerVM) bool {
 		return hasCondition(c, isov1.ConditionPlaced, metav1.ConditionTrue, isov1.ReasonPlaced) &&
 			hasCondition(c, isov1.ConditionReady, metav1.ConditionFalse, isov1.ReasonVMIPending)
@@ -108,18 +111,21 @@ func TestCrawlerVMRunsAsVMI(t *testing.T) {
 		t.Fatalf("probe Service %s: %+v, want it with a cluster IP before the VMI", svc.Name, svc.Spec)
 	}
 	agent := &render.Agent{Image: "isochron/rtprobe:test", Gateways: slo.GatewayURLs(c, svc.Spec.ClusterIP)}
-	want, err := render.VMI(render.Input{CrawlerVM: c, Sizing: size, Node: "run-1", RTBinding: render.BindingBridge, Agent: agent})
+	want, err := render.VM(render.Input{CrawlerVM: c, Sizing: size, Node: "run-1", RTBinding: render.BindingBridge, Agent: agent})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !equality.Semantic.DeepEqual(want.Spec, vmi.Spec) {
-		t.Errorf("VMI spec (-want +got):\n%s", cmp.Diff(want.Spec, vmi.Spec))
+	if !equality.Semantic.DeepEqual(want.Spec, vm.Spec) {
+		t.Errorf("VM spec (-want +got):\n%s", cmp.Diff(want.Spec, vm.Spec))
 	}
-	if diff := cmp.Diff(want.OwnerReferences, vmi.OwnerReferences); diff != "" {
-		t.Errorf("owner references (-want +got):\n%s", diff)
+	if diff := cmp.Diff(want.OwnerReferences, vm.OwnerReferences); diff != "" {
+		t.Errorf("VM owner references (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(want.Labels, vmi.Labels); diff != "" {
-		t.Errorf("labels (-want +got):\n%s", diff)
+	if diff := cmp.Diff(want.Labels, vm.Labels); diff != "" {
+		t.Errorf("VM labels (-want +got):\n%s", diff)
+	}
+	if !metav1.IsControlledBy(vmi, vm) || !equality.Semantic.DeepEqual(want.Spec.Template.Spec, vmi.Spec) || vmi.Labels[isov1.LabelCrawlerVM] != "tower" {
+		t.Errorf("VMI owners %+v, labels %v: want it started from the VM's template", vmi.OwnerReferences, vmi.Labels)
 	}
 	if got := c.Status; got.Placement.Node != "run-1" || got.Sizing.VCPUs != 2 || got.Sizing.HostCPUs != 3 || got.VMI.Name != "tower" || got.ObservedGeneration != c.Generation {
 		t.Errorf("status = placement %+v, sizing %+v, vmi %+v, observedGeneration %d", got.Placement, got.Sizing, got.VMI, got.ObservedGeneration)
@@ -128,8 +134,8 @@ func TestCrawlerVMRunsAsVMI(t *testing.T) {
 		p.Headroom == nil || p.Headroom.Duration != 10*time.Millisecond-p.PredictedError.Duration {
 		t.Errorf("status.placement = %+v: want a predicted error within the 10ms tolerance and the headroom left", p)
 	}
-	if managers := vmi.ManagedFields; len(managers) != 1 || managers[0].Manager != "isochron" || managers[0].Operation != metav1.ManagedFieldsOperationApply {
-		t.Errorf("VMI field managers = %+v, want one server-side apply by isochron", managers)
+	if managers := slices.DeleteFunc(vm.ManagedFields, func(m metav1.ManagedFieldsEntry) bool { return m.Subresource == "status" }); len(managers) != 1 || managers[0].Manager != "isochron" || managers[0].Operation != metav1.ManagedFieldsOperationApply {
+		t.Errorf("VM field managers = %+v, want one server-side apply by isochron (and KubeVirt's of the status)", managers)
 	}
 
 	// KubeVirt reports Running: the crawler is Ready.
@@ -138,7 +144,8 @@ func TestCrawlerVMRunsAsVMI(t *testing.T) {
 		return hasCondition(c, isov1.ConditionReady, metav1.ConditionTrue, isov1.ReasonVMIRunning) && c.Status.VMI.Phase == "Running"
 	})
 
-	// A new rate needs a bigger VM: the immutable VMI is replaced, and the crawler says so.
+	// A new rate needs a bigger VM, which KubeVirt cannot apply to the running VMI: the
+	// VMI restarts once from the VM's new template, and the crawler says so.
 	oldUID := vmi.UID
 	c.Spec.RPS = 1000
 	if err := k8s.Update(ctx, c); err != nil {
@@ -158,7 +165,7 @@ func TestCrawlerVMRunsAsVMI(t *testing.T) {
 		var reasons []string
 		for _, e := range events.Items {
 			if e.InvolvedObject.Name == c.Name && e.Reason == isov1.ReasonVMIReplacing {
-				return strings.Contains(e.Message, "Replacing VMI tower"), e.Message
+				return strings.Contains(e.Message, "Restarting VMI tower"), e.Message
 			}
 			reasons = append(reasons, e.Reason)
 		}
@@ -453,7 +460,12 @@ func TestPlacementRefusesToBreakANeighbour(t *testing.T) {
 // An upgrade of isochron that renders VMIs differently restarts no crawler: a running
 // VMI that an earlier release rendered (no inputs hash, an older cloud-init script) from
 // the current spec keeps running and is adopted; one whose inputs differ is replaced.
-func TestVMIRenderedByAnEarlierReleaseSurvives(t *testing.T) {
+// An upgrade from a release that created bare VMIs: the crawler's new VM adopts its VMI
+// running (same UID, no restart), and KubeVirt's VM controller works on it (it reports
+// the VM Running: without the start revision isochron records for an adopted VMI, KubeVirt
+// v1.8's VM controller fails every sync of the VM). A bare VMI of other inputs is
+// replaced by the VM's.
+func TestBareVMIOfAnEarlierReleaseIsAdoptedRunning(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
 	createNode(t, rtNode("upgrade-1", "it", "upgrade"), 16)
@@ -467,30 +479,53 @@ func TestVMIRenderedByAnEarlierReleaseSurvives(t *testing.T) {
 	waitForCrawler(t, c, "Ready", func(c *isov1.CrawlerVM) bool {
 		return hasCondition(c, isov1.ConditionReady, metav1.ConditionTrue, isov1.ReasonVMIRunning)
 	})
-	uid, hash := vmi.UID, vmi.Annotations[isov1.AnnotationVMIInputs]
+	get(t, c)
 
-	// What an upgrade finds: the VMI as v0.1.0 left it (no agent, its DSCP script, no
-	// inputs hash). envtest runs no KubeVirt webhook, so the test may write the spec
-	// v0.1.0 wrote.
-	legacy := func(v *kubevirtv1.VirtualMachineInstance, edit func(*kubevirtv1.VirtualMachineInstance)) {
+	// What an upgrade finds: no VM, and the VMI as the earlier release left it, controlled
+	// by the crawler: the VMI is written as v0.1.0 wrote it (no agent, its DSCP script, no
+	// inputs hash; envtest runs no KubeVirt webhook, so the test may write the spec), then
+	// the VM, no longer its owner, goes.
+	legacy := func(edit func(*kubevirtv1.VirtualMachineInstance)) *kubevirtv1.VirtualMachineInstance {
 		t.Helper()
+		key := client.ObjectKey{Namespace: ns, Name: "legacy"}
+		v := &kubevirtv1.VirtualMachineInstance{}
+		if err := k8s.Get(ctx, key, v); err != nil {
+			t.Fatal(err)
+		}
 		class := rtnet.ForDeadline(c.Spec.RTNIC.Deadline.Duration, 0).DSCP
-		old := testcases.RenderedByV010(v, c, render.MAC(c), class.Name, class.Value)
+		old := testcases.RenderedByV010(testcases.BareVMI(v, c, ""), c, render.MAC(c), class.Name, class.Value)
+		old.Status.VirtualMachineRevisionName = ""
 		if edit != nil {
 			edit(old)
 		}
 		if err := k8s.Update(ctx, old); err != nil {
 			t.Fatal(err)
 		}
+		vm := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "legacy"}}
+		if err := k8s.Delete(ctx, vm); err != nil {
+			t.Fatal(err)
+		}
+		return old
 	}
-	legacy(vmi, nil)
-	vmi = waitForVMI(t, client.ObjectKeyFromObject(vmi), func(v *kubevirtv1.VirtualMachineInstance) bool {
-		return v.Annotations[isov1.AnnotationVMIInputs] == hash
+	old := legacy(nil)
+	uid := old.UID
+	vm := &kubevirtv1.VirtualMachine{}
+	eventually(t, "a new VM that adopted the running VMI and that KubeVirt reports Running", func() (bool, string) {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "legacy"}, vm); err != nil {
+			return false, err.Error()
+		}
+		get(t, vmi)
+		return metav1.IsControlledBy(vmi, vm) && vm.Status.PrintableStatus == kubevirtv1.VirtualMachineStatusRunning,
+			fmt.Sprintf("VMI owners %+v, VM status %q", vmi.OwnerReferences, vm.Status.PrintableStatus)
 	})
 	if vmi.UID != uid || !strings.Contains(vmi.Spec.Volumes[len(vmi.Spec.Volumes)-1].CloudInitNoCloud.UserData, "# isochron: DSCP EF (46)") {
 		t.Errorf("the VMI of the earlier release was replaced (UID %s, was %s), want it adopted as it runs", vmi.UID, uid)
 	}
-	// Events are sent asynchronously, after the annotation.
+	for _, cond := range vm.Status.Conditions {
+		if cond.Type == kubevirtv1.VirtualMachineRestartRequired {
+			t.Errorf("the adopting VM asks for a restart: %+v", cond)
+		}
+	}
 	eventually(t, "a "+isov1.EventReasonVMIAdopted+" Event", func() (bool, string) {
 		evs := events(t, c)
 		return slices.ContainsFunc(evs, func(e string) bool { return strings.HasPrefix(e, isov1.EventReasonVMIAdopted+": VMI legacy") }), fmt.Sprint(evs)
@@ -500,12 +535,12 @@ func TestVMIRenderedByAnEarlierReleaseSurvives(t *testing.T) {
 	})
 
 	// An earlier release's VMI whose inputs differ (another image than the spec's) is
-	// replaced, as any outdated VMI.
-	legacy(vmi, func(v *kubevirtv1.VirtualMachineInstance) {
+	// replaced by the one KubeVirt starts from the VM.
+	legacy(func(v *kubevirtv1.VirtualMachineInstance) {
 		v.Spec.Volumes[0].ContainerDisk.Image = "quay.io/isochron/crawler:0.0.9"
 	})
 	waitForVMI(t, client.ObjectKeyFromObject(vmi), func(v *kubevirtv1.VirtualMachineInstance) bool {
-		return v.UID != uid && v.Annotations[isov1.AnnotationVMIInputs] == hash
+		return v.UID != uid && v.Spec.Volumes[0].ContainerDisk.Image == c.Spec.Guest.Image && v.Annotations[isov1.AnnotationVMInputs] != ""
 	})
 }
 

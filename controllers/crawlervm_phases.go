@@ -7,11 +7,8 @@ import (
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kubevirtv1 "kubevirt.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/calibration"
@@ -21,7 +18,6 @@ import (
 	"isochron.io/isochron/internal/placement"
 	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/sizing"
-	"isochron.io/isochron/internal/slo"
 )
 
 // place holds a node for the crawler in status, chosen by the contention model. A crawler
@@ -207,121 +203,6 @@ func (r *CrawlerVMReconciler) refreshPrediction(cvm *isov1.CrawlerVM, inv *clust
 	if c := apimeta.FindStatusCondition(cvm.Status.Conditions, isov1.ConditionAtRisk); c.Status == metav1.ConditionTrue && !wasAtRisk {
 		r.Recorder.Event(cvm, corev1.EventTypeWarning, c.Reason, c.Message)
 	}
-}
-
-// runVMI makes the VMI match the reservation in status and reports its phase. VMI specs
-// are immutable, so a changed rendering replaces the VMI: delete, then create once gone.
-// It returns the VMI when it is Running with the current rendering, else nil.
-func (r *CrawlerVMReconciler) runVMI(ctx context.Context, cvm *isov1.CrawlerVM, gatewayIP string) (*kubevirtv1.VirtualMachineInstance, error) {
-	held := cvm.Status.Placement
-	size, ok := inventory.Resident(cvm)
-	if !ok {
-		return nil, nil
-	}
-	if err := render.NetworkAllowed(cvm, r.sharedNetworks); err != nil {
-		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonRTNetworkNotAllowed, err.Error())
-		return nil, nil
-	}
-	binding, guestDSCP, err := r.rtBinding(ctx, cvm)
-	switch {
-	case apierrors.IsNotFound(err):
-		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonRTNetworkNotFound,
-			fmt.Sprintf("spec.rtNIC.networkName: NetworkAttachmentDefinition %s not found; create it or fix the name", render.NetworkKey(cvm)))
-		return nil, nil
-	case apimeta.IsNoMatchError(err):
-		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonMultusNotInstalled,
-			fmt.Sprintf("spec.rtNIC needs Multus, and this cluster does not serve its NetworkAttachmentDefinition API (%s): install Multus, or remove spec.rtNIC; the crawler starts once the API is served", nadv1.SchemeGroupVersion))
-		return nil, nil
-	case err != nil:
-		return nil, err
-	}
-	in := render.Input{CrawlerVM: cvm, Sizing: size.Sizing, Node: held.Node, RTBinding: binding,
-		GuestDSCP: guestDSCP, Agent: &render.Agent{Image: r.probes.Image, Gateways: slo.GatewayURLs(cvm, gatewayIP)}}
-	desired, err := render.VMI(in)
-	if err != nil {
-		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonInvalid, err.Error())
-		return nil, nil
-	}
-
-	current := &kubevirtv1.VirtualMachineInstance{}
-	err = r.Get(ctx, client.ObjectKeyFromObject(desired), current)
-	switch {
-	case apierrors.IsNotFound(err):
-		u, err := render.Unstructured(desired)
-		if err != nil {
-			return nil, err
-		}
-		if err := r.Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-			return nil, fmt.Errorf("applying VMI %s: %w", desired.Name, err)
-		}
-		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.EventReasonVMICreated, "Created VMI %s on node %s", desired.Name, held.Node)
-		cvm.Status.VMI = &isov1.VMIStatus{Name: desired.Name}
-		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonVMIPending, fmt.Sprintf("VMI %s created, waiting for KubeVirt to start it", desired.Name))
-		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("reading VMI %s: %w", desired.Name, err)
-	}
-	if !metav1.IsControlledBy(current, cvm) {
-		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonInvalid,
-			fmt.Sprintf("a VMI named %s exists and is not owned by this CrawlerVM; delete or rename it", current.Name))
-		return nil, nil
-	}
-	cvm.Status.VMI = &isov1.VMIStatus{Name: current.Name, Phase: string(current.Status.Phase)}
-	if !current.DeletionTimestamp.IsZero() {
-		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonVMIReplacing, fmt.Sprintf("waiting for VMI %s to be deleted before starting it with the new spec", current.Name))
-		return nil, nil
-	}
-	switch render.Compare(current, in) {
-	case render.Adopt:
-		// Rendered by a release before the inputs hash, from the current inputs: it keeps
-		// running, and carries the hash from now on.
-		before := current.DeepCopy()
-		if current.Annotations == nil {
-			current.Annotations = map[string]string{}
-		}
-		current.Annotations[isov1.AnnotationVMIInputs] = desired.Annotations[isov1.AnnotationVMIInputs]
-		if err := r.Patch(ctx, current, client.MergeFrom(before)); err != nil {
-			return nil, fmt.Errorf("annotating VMI %s with its inputs: %w", current.Name, err)
-		}
-		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.EventReasonVMIAdopted, "VMI %s, rendered by an earlier release of isochron from the current spec, keeps running", current.Name)
-	case render.Outdated:
-		if err := r.Delete(ctx, current, client.Preconditions{UID: &current.UID}); client.IgnoreNotFound(err) != nil {
-			return nil, fmt.Errorf("deleting outdated VMI %s: %w", current.Name, err)
-		}
-		why := fmt.Sprintf("spec generation %d changed what it is made from (spec, size, node or RT binding)", cvm.Generation)
-		if on := current.Status.NodeName; on != "" && on != held.Node {
-			why = fmt.Sprintf("the crawler moved from node %s to node %s", on, held.Node)
-		}
-		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.ReasonVMIReplacing, "Replacing VMI %s: %s", current.Name, why)
-		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonVMIReplacing,
-			fmt.Sprintf("%s; VMI %s is being replaced (VMI specs are immutable)", why, current.Name))
-		return nil, nil
-	}
-	ok, reason, msg := readiness(current)
-	if !ok && reason == isov1.ReasonVMIPending {
-		// Is kube-scheduler refusing its virt-launcher pod the node (Insufficient cpu:
-		// something outside isochron took what the reservation counted on)?
-		pods := &corev1.PodList{}
-		if err := r.List(ctx, pods, client.InNamespace(current.Namespace), client.MatchingLabels{kubevirtv1.CreatedByLabel: string(current.UID)}); err != nil {
-			return nil, fmt.Errorf("listing the virt-launcher pods of VMI %s: %w", current.Name, err)
-		}
-		if pod, why, stuck := inventory.LauncherUnschedulable(pods.Items); stuck {
-			reason = isov1.ReasonLauncherUnschedulable
-			msg = fmt.Sprintf("virt-launcher pod %s of VMI %s cannot be scheduled on node %s: %s; something outside isochron holds what the crawler's reservation counted on: free it, or change spec.placement to place the crawler elsewhere",
-				pod, current.Name, held.Node, why)
-			if c := apimeta.FindStatusCondition(cvm.Status.Conditions, isov1.ConditionReady); c == nil || c.Reason != reason {
-				r.Recorder.Event(cvm, corev1.EventTypeWarning, reason, msg)
-			}
-		}
-	}
-	if ok && !apimeta.IsStatusConditionTrue(cvm.Status.Conditions, isov1.ConditionReady) {
-		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, reason, "VMI %s runs on node %s", current.Name, current.Status.NodeName)
-	}
-	setCondition(cvm, isov1.ConditionReady, ok, reason, msg)
-	if !ok {
-		return nil, nil
-	}
-	return current, nil
 }
 
 // rtNetwork is the crawler's RT-NIC's NetworkAttachmentDefinition from the cache; nil,

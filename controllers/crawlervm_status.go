@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -51,27 +52,45 @@ func atRisk(node string, pred model.Prediction, tolerance time.Duration) (bool, 
 		node, model.FormatError(pred.Error), pred.Cause, format.Duration(tolerance), pred.Message)
 }
 
-// readiness turns what KubeVirt reports of the VMI into the Ready condition.
-func readiness(vmi *kubevirtv1.VirtualMachineInstance) (ok bool, reason, message string) {
-	switch vmi.Status.Phase {
-	case kubevirtv1.Running:
-		return true, isov1.ReasonVMIRunning, fmt.Sprintf("VMI %s runs on node %s", vmi.Name, vmi.Status.NodeName)
-	case kubevirtv1.Failed:
-		return false, isov1.ReasonVMIFailed, fmt.Sprintf("VMI %s failed; delete it to have isochron start a new one", vmi.Name)
-	case kubevirtv1.Succeeded:
-		return false, isov1.ReasonVMIFailed, fmt.Sprintf("VMI %s stopped; delete it to have isochron start a new one", vmi.Name)
-	case "":
-		return false, isov1.ReasonVMIPending, fmt.Sprintf("VMI %s created, waiting for KubeVirt to schedule it", vmi.Name)
-	default:
-		return false, isov1.ReasonVMIPending, fmt.Sprintf("VMI %s is %s", vmi.Name, vmi.Status.Phase)
+// vmReadiness turns what KubeVirt reports of the crawler's VM and its VMI (nil for none)
+// into the Ready condition. It does no I/O.
+func vmReadiness(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) (ok bool, reason, message string) {
+	if vmi != nil && vmi.DeletionTimestamp.IsZero() {
+		switch vmi.Status.Phase {
+		case kubevirtv1.Running:
+			return true, isov1.ReasonVMIRunning, fmt.Sprintf("VMI %s runs on node %s", vmi.Name, vmi.Status.NodeName)
+		case kubevirtv1.Failed, kubevirtv1.Succeeded:
+			return false, isov1.ReasonVMIFailed, fmt.Sprintf("VMI %s %s; KubeVirt starts a new one (runStrategy Always)", vmi.Name, strings.ToLower(string(vmi.Status.Phase)))
+		case "":
+			return false, isov1.ReasonVMIPending, fmt.Sprintf("VMI %s created, waiting for KubeVirt to schedule it", vmi.Name)
+		default:
+			return false, isov1.ReasonVMIPending, fmt.Sprintf("VMI %s is %s", vmi.Name, vmi.Status.Phase)
+		}
 	}
+	strategy, _ := vm.RunStrategy()
+	if f := vm.Status.StartFailure; f != nil && f.ConsecutiveFailCount > 0 && strategy == kubevirtv1.RunStrategyAlways {
+		next := "soon"
+		if f.RetryAfterTimestamp != nil {
+			next = "at " + f.RetryAfterTimestamp.UTC().Format(time.RFC3339)
+		}
+		return false, isov1.ReasonVMCrashLoop, fmt.Sprintf("the VMIs of VM %s failed %d times in a row before running (last: VMI %s); KubeVirt starts the next %s (its crash-loop backoff); kubectl get events --field-selector involvedObject.name=%s says why",
+			vm.Name, f.ConsecutiveFailCount, f.LastFailedVMIUID, next, vm.Name)
+	}
+	if strategy == kubevirtv1.RunStrategyHalted {
+		return false, isov1.ReasonVMStopped, fmt.Sprintf("VM %s is stopped (runStrategy Halted, as virtctl stop sets it); virtctl start %s runs it again", vm.Name, vm.Name)
+	}
+	if vmi != nil {
+		return false, isov1.ReasonVMIFailed, fmt.Sprintf("VMI %s is being deleted; KubeVirt starts a new one (runStrategy Always)", vmi.Name)
+	}
+	return false, isov1.ReasonVMIPending, fmt.Sprintf("VM %s exists, waiting for KubeVirt to start its VMI", vm.Name)
 }
 
 // setProgress derives the kstatus conditions Reconciling and Stalled ("abnormal-true":
 // present only while True) from Placed and Ready, so that Flux, Argo CD and
 // `kubectl wait` read a crawler's health the standard way: Reconciling while it is
 // being placed or its VMI starts, Stalled when it cannot get there without a change
-// (no node fits, its network is missing, its VMI failed), neither once Ready.
+// (no node fits, its network is missing or not allowed, its VM crash-loops or a person
+// stopped it), neither once Ready. A failed VMI is progress: KubeVirt starts a new one.
 // SLOConfirmed is an observation of a running crawler and does not change them.
 func setProgress(cvm *isov1.CrawlerVM) {
 	conds := &cvm.Status.Conditions
@@ -85,8 +104,8 @@ func setProgress(cvm *isov1.CrawlerVM) {
 		// Ready speaks of an earlier spec: the current one is still being applied.
 		reconciling = &metav1.Condition{Reason: isov1.ReasonSpecChanged, Message: fmt.Sprintf("applying spec generation %d", cvm.Generation)}
 	case ready != nil && ready.Status == metav1.ConditionTrue:
-	case ready != nil && (ready.Reason == isov1.ReasonVMIFailed || ready.Reason == isov1.ReasonRTNetworkNotFound || ready.Reason == isov1.ReasonInvalid ||
-		ready.Reason == isov1.ReasonLauncherUnschedulable):
+	case ready != nil && (ready.Reason == isov1.ReasonVMCrashLoop || ready.Reason == isov1.ReasonVMStopped || ready.Reason == isov1.ReasonRTNetworkNotFound ||
+		ready.Reason == isov1.ReasonRTNetworkNotAllowed || ready.Reason == isov1.ReasonInvalid || ready.Reason == isov1.ReasonLauncherUnschedulable):
 		stalled = ready
 	case ready != nil:
 		reconciling = ready

@@ -306,11 +306,18 @@ func deleteAndWaitGone(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM, 
 	})
 }
 
-// leftovers lists what isochron created for cvm and still exists: its VMI, probe Jobs
-// and probe Service.
+// leftovers lists what isochron created for cvm and still exists: its VM and VMI, probe
+// Jobs and probe Service.
 func leftovers(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM) []string {
 	t.Helper()
 	var left []string
+	vms := &kubevirtv1.VirtualMachineList{}
+	if err := cl.List(ctx, vms, client.InNamespace(cvm.Namespace), client.MatchingLabels{isov1.LabelCrawlerVM: cvm.Name}); err != nil {
+		t.Fatalf("listing VMs: %v", err)
+	}
+	for _, v := range vms.Items {
+		left = append(left, "vm/"+v.Name)
+	}
 	vmis := &kubevirtv1.VirtualMachineInstanceList{}
 	if err := cl.List(ctx, vmis, client.InNamespace(cvm.Namespace), client.MatchingLabels{isov1.LabelCrawlerVM: cvm.Name}); err != nil {
 		t.Fatalf("listing VMIs: %v", err)

@@ -311,7 +311,7 @@ func saveArtifacts(name, namespace string) {
 	}
 	if namespace != "" {
 		dumps["events.yaml"] = []string{"get", "events", "-n", namespace, "-o", "yaml"}
-		dumps["objects.yaml"] = []string{"get", "crawlervms,virtualmachineinstances,pods,jobs,services", "-n", namespace, "-o", "yaml"}
+		dumps["objects.yaml"] = []string{"get", "crawlervms,virtualmachines,virtualmachineinstances,virtualmachineinstancemigrations,pods,jobs,services", "-n", namespace, "-o", "yaml"}
 		dumps["virt-launcher.log"] = []string{"logs", "-n", namespace, "-l", "kubevirt.io=virt-launcher", "--all-containers", "--prefix", "--tail=-1"}
 	}
 	for file, args := range dumps {

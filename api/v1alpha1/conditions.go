@@ -6,8 +6,8 @@ const (
 	// and status.placement are its reservation); False, with the reason
 	// ReasonUnschedulable, when no node can.
 	ConditionPlaced = "Placed"
-	// ConditionReady is True when the crawler's VMI runs, with its current spec, on the
-	// node it was placed on.
+	// ConditionReady is True when the crawler's VMI runs, started by KubeVirt from the
+	// crawler's VirtualMachine.
 	ConditionReady = "Ready"
 	// ConditionSLOConfirmed is True when the last probe of the current spec measured the
 	// SLO as met, False when it measured it broken or could not judge it, Unknown while no
@@ -55,10 +55,18 @@ const (
 	ReasonVMIPending = "VMIPending"
 	// ReasonVMIRunning: the VMI runs on its node.
 	ReasonVMIRunning = "VMIRunning"
-	// ReasonVMIFailed: the VMI failed or stopped; deleting it makes isochron start a new one.
+	// ReasonVMIFailed: the VMI failed or stopped (the guest crashed or shut down, its
+	// launcher was killed); KubeVirt starts a new one at once (runStrategy Always).
 	ReasonVMIFailed = "VMIFailed"
-	// ReasonVMIReplacing: a spec change renders a different VMI; the old one is deleted
-	// and the new one created once it is gone (VMI specs are immutable).
+	// ReasonVMCrashLoop: the VM's VMIs keep failing before they run, and KubeVirt waits
+	// out its crash-loop backoff before the next start (the message says when).
+	ReasonVMCrashLoop = "VMCrashLoop"
+	// ReasonVMStopped: a person stopped the VM (virtctl stop sets runStrategy Halted);
+	// virtctl start runs it again.
+	ReasonVMStopped = "VMStopped"
+	// ReasonVMIReplacing: a spec change that KubeVirt cannot apply to the running VMI
+	// (VMI specs are immutable but for what KubeVirt live-updates): isochron restarts the
+	// VMI once, and KubeVirt starts the new one from the VM's new template.
 	ReasonVMIReplacing = "VMIReplacing"
 	// ReasonLauncherUnschedulable: the VMI's virt-launcher pod cannot be scheduled on the
 	// crawler's node (kube-scheduler's reason, e.g. Insufficient cpu): something outside
@@ -132,10 +140,11 @@ const (
 	// a crawler's RT-NIC one class up (it missed its deadline) or down (it kept it).
 	EventReasonRTNICRaised  = "RTNICRaised"
 	EventReasonRTNICLowered = "RTNICLowered"
-	// EventReasonVMICreated: the crawler's VMI was created on its node.
+	// EventReasonVMICreated: the crawler's VirtualMachine was created, pinned to its
+	// node; KubeVirt starts its VMI.
 	EventReasonVMICreated = "VMICreated"
-	// EventReasonVMIAdopted: a VMI an earlier release of isochron rendered from the
-	// current spec keeps running under this release (which renders it differently).
+	// EventReasonVMIAdopted: a bare VMI an earlier release of isochron created from the
+	// current spec keeps running, adopted by the crawler's new VirtualMachine.
 	EventReasonVMIAdopted = "VMIAdopted"
 	// EventReasonProbeStarted: a probe Job was created.
 	EventReasonProbeStarted = "ProbeStarted"

@@ -1,7 +1,7 @@
 package v1alpha1
 
-// Labels and annotations isochron puts on the objects it creates (VMIs, probe Jobs and
-// their pods, probe Services). Use these constants; never spell them out.
+// Labels and annotations isochron puts on the objects it creates (VMs and their VMIs,
+// probe Jobs and their pods, probe Services). Use these constants; never spell them out.
 const (
 	// LabelCrawlerVM names the CrawlerVM an object belongs to (in its namespace).
 	LabelCrawlerVM = "isochron.io/crawlervm"
@@ -21,10 +21,16 @@ const (
 	// ProbeName is the LabelName of probe Jobs and their pods: the program they run.
 	ProbeName = "rtprobe"
 
-	// AnnotationVMIInputs is the hash of what a VMI was rendered from (the crawler's
-	// spec fields it depends on, its size, node and RT binding): a VMI whose inputs
-	// changed is replaced; one that only an older release of isochron rendered
-	// differently keeps running.
+	// AnnotationVMInputs, on a VM's template and so on each VMI KubeVirt starts from it,
+	// is the hash of what the template was rendered from (the crawler's spec fields it
+	// depends on, its size and RT binding; not its node, which a live migration changes):
+	// a running VMI whose inputs changed is restarted once, when KubeVirt cannot apply the
+	// change live; one that only an older release of isochron rendered differently keeps
+	// running.
+	AnnotationVMInputs = "isochron.io/vm-inputs"
+	// AnnotationVMIInputs is the hash (node included) with which releases of isochron
+	// before it owned VMs annotated the bare VMIs they created; read when a crawler's VM
+	// adopts such a VMI.
 	AnnotationVMIInputs = "isochron.io/vmi-inputs"
 	// AnnotationProbeTrigger, AnnotationProbeGeneration and AnnotationProbeVMIUID record
 	// on a probe Job why it runs (ProbeTrigger), which spec generation and which VMI it

@@ -36,11 +36,12 @@ Commands:
            Crawlers are placed from scratch in namespace/name order, as on a fresh
            cluster: their status is ignored. -o json is a stable format for pipelines.
   render   Print, as YAML, the objects the operator would create for the CrawlerVMs in
-           the files: each on --node, or placed on the Node objects in the files.
-           A CrawlerVM without metadata.uid (written by hand, not read from the
-           cluster) gets a VMI without what only the API server can know: no
-           ownerReference and no isochron.io/vmi-inputs hash, so kubectl can apply it.
-           A CrawlerVM from kubectl get -o yaml has its uid: its VMI has both.
+           the files (a KubeVirt VirtualMachine each): each on --node, or placed on
+           the Node objects in the files. A CrawlerVM without metadata.uid (written
+           by hand, not read from the cluster) gets a VM without what only the API
+           server can know: no ownerReference and no isochron.io/vm-inputs hash, so
+           kubectl can apply it. A CrawlerVM from kubectl get -o yaml has its uid:
+           its VM has both.
 
 Exit status: 0 done, 2 invalid input, 3 some crawler could not be placed, 1 other errors.
 `

@@ -60,8 +60,8 @@ func TestRenderSamples(t *testing.T) {
 	}
 }
 
-// A CrawlerVM from kubectl get -o yaml has a UID, and its VMI is owned by it as the
-// operator's would be; one from a file has none, and its VMI has no owner reference (an
+// A CrawlerVM from kubectl get -o yaml has a UID, and its VM is owned by it as the
+// operator's would be; one from a file has none, and its VM has no owner reference (an
 // empty uid would make kubectl apply fail) nor inputs hash.
 func TestRenderOwnerNeedsUID(t *testing.T) {
 	const crawler = `apiVersion: isochron.io/v1alpha1
@@ -79,10 +79,10 @@ spec:
 	}{
 		"from the cluster": {
 			metadata: ", uid: 6f1c2b9e-0000-4000-8000-000000000001",
-			want:     []string{"ownerReferences:", "uid: 6f1c2b9e-0000-4000-8000-000000000001", "isochron.io/vmi-inputs:"},
+			want:     []string{"ownerReferences:", "uid: 6f1c2b9e-0000-4000-8000-000000000001", "isochron.io/vm-inputs:"},
 		},
 		"from a file": {
-			wantNot: []string{"ownerReferences:", "uid:", "isochron.io/vmi-inputs:"},
+			wantNot: []string{"ownerReferences:", "uid:", "isochron.io/vm-inputs:"},
 		},
 	}
 	for name, tc := range cases {

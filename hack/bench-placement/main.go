@@ -87,7 +87,8 @@ func main() {
 }
 
 func run(ctx context.Context, o options) error {
-	env, err := testenv.Start(o.root)
+	// The operator alone: no simulation of KubeVirt starts VMIs from its VMs on this API server.
+	env, err := testenv.Start(o.root, testenv.WithoutKubeVirtControllers())
 	if err != nil {
 		return err
 	}
@@ -125,7 +126,7 @@ func run(ctx context.Context, o options) error {
 	}
 	iso.print("isochron", o.crawlers, "crawlers", "placed", "unplaced")
 	if o.steady > 0 {
-		fmt.Printf("converged (every VMI created, no write for 5 s) %s after start; then idle for %s: %d API writes, %.3f CPU-seconds (%.2f%% of a CPU); peak RSS %d MiB\n",
+		fmt.Printf("converged (every VM created, no write for 5 s) %s after start; then idle for %s: %d API writes, %.3f CPU-seconds (%.2f%% of a CPU); peak RSS %d MiB\n",
 			(iso.converged - 5*time.Second).Round(time.Second), o.steady, iso.steadyWrites, iso.steadyCPU.Seconds(), 100*iso.steadyCPU.Seconds()/o.steady.Seconds(), iso.peakRSS>>20)
 	} else {
 		fmt.Printf("manager peak RSS %d MiB\n", iso.peakRSS>>20)
@@ -261,7 +262,7 @@ func runIsochron(ctx context.Context, env *testenv.Env, o options, kc string, no
 	}
 	res.violations = scale.Violations(nodes, list.Items)
 	if o.steady > 0 {
-		// Converged: every VMI created, every status written; the writes stop.
+		// Converged: every VM created, every status written; the writes stop.
 		w0, err := quiesce("http://"+metricsAddr+"/metrics", o.timeout)
 		if err != nil {
 			return res, err

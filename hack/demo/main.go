@@ -1,8 +1,8 @@
 // Command demo shows isochron's main job on a local control plane: it starts a real
 // kube-apiserver and etcd (the binaries `make envtest-bins` builds), installs the CRDs of
 // isochron, KubeVirt and Multus, registers RT Node objects, runs the operator binary,
-// applies config/samples, prints what the operator decided and one rendered VMI, and
-// shuts everything down. No kubelet or KubeVirt runs, so the VMIs stay Pending.
+// applies config/samples, prints what the operator decided and one rendered VM, and
+// shuts everything down. No kubelet or KubeVirt runs, so no VM starts a VMI.
 package main
 
 import (
@@ -128,20 +128,20 @@ func run(bin string, timeout time.Duration) error {
 		fmt.Printf("\n$ kubectl get crawlervms -A\n%s", out)
 	}
 
-	step("The VMI rendered for bms/tower-a")
-	vmi := &unstructured.Unstructured{}
-	vmi.SetGroupVersionKind(kubevirtv1.GroupVersion.WithKind("VirtualMachineInstance"))
-	if err := c.Get(ctx, client.ObjectKey{Namespace: "bms", Name: "tower-a"}, vmi); err != nil {
+	step("The VirtualMachine created for bms/tower-a")
+	vm := &unstructured.Unstructured{}
+	vm.SetGroupVersionKind(kubevirtv1.GroupVersion.WithKind("VirtualMachine"))
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "bms", Name: "tower-a"}, vm); err != nil {
 		return err
 	}
-	vmi.SetManagedFields(nil)
-	y, err := yaml.Marshal(vmi.Object)
+	vm.SetManagedFields(nil)
+	y, err := yaml.Marshal(vm.Object)
 	if err != nil {
 		return err
 	}
 	fmt.Print(string(y))
-	fmt.Println("\nNo kubelet or KubeVirt runs in this demo, so VMIs stay Pending and READY is False;")
-	fmt.Println("on a cluster with KubeVirt, Ready turns True when the VMI reports Running.")
+	fmt.Println("\nNo kubelet or KubeVirt runs in this demo, so no VM starts its VMI and READY is False;")
+	fmt.Println("on a cluster with KubeVirt, KubeVirt starts each VM's VMI, and Ready turns True when it runs.")
 	return nil
 }
 

@@ -31,7 +31,7 @@ func (e *NotPlacedError) Error() string {
 // is placed, in namespace/name order, on the Nodes in inv as the operator would place it.
 // Notes for the reader (what was assumed) go to notes. A crawler without a UID (from a
 // file, not the cluster) is rendered without an owner reference or inputs hash
-// (render.VMI): an offline render cannot know them.
+// (render.VM): an offline render cannot know them.
 func Render(inv *Inventory, node string, out, notes io.Writer) error {
 	if len(inv.CrawlerVMs) == 0 {
 		return &InputError{Problems: []string{"no CrawlerVM in the input"}}
@@ -72,11 +72,11 @@ func Render(inv *Inventory, node string, out, notes io.Writer) error {
 		// The agent of this release, told the probe gateway by its DNS name: the operator
 		// adds the probe Service's cluster IP, which exists only in a cluster.
 		agent := &render.Agent{Image: slo.DefaultImage, Gateways: slo.GatewayURLs(c, "")}
-		vmi, err := render.VMI(render.Input{CrawlerVM: c, Sizing: s, Node: target, RTBinding: binding, GuestDSCP: guestDSCP, Agent: agent})
+		vm, err := render.VM(render.Input{CrawlerVM: c, Sizing: s, Node: target, RTBinding: binding, GuestDSCP: guestDSCP, Agent: agent})
 		if err != nil {
 			return &InputError{Problems: []string{fmt.Sprintf("CrawlerVM %s: %v", key(c), err)}}
 		}
-		y, err := render.YAML(vmi)
+		y, err := render.YAML(vm)
 		if err != nil {
 			return err
 		}

@@ -23,12 +23,15 @@ import (
 	"isochron.io/isochron/internal/sizing"
 )
 
-// A running VMI is replaced only when what it was rendered from changes: the crawler's
-// spec fields the VMI depends on, its size, its node or its RT binding. A change of the
-// renderer alone (an isochron upgrade that renders differently) takes effect when a VMI
-// is next created, never by replacing a running one: a crawler at 99.999% cannot take a
-// restart of every VM in the cluster on upgrade. Each VMI carries the hash of its inputs
-// (isov1.AnnotationVMIInputs) for this comparison.
+// A running VMI is restarted only when what it was rendered from changes: the crawler's
+// spec fields the VMI depends on, its size or its RT binding (its node changes by a live
+// migration, VMInputsHash). A change of the renderer alone (an isochron upgrade that
+// renders differently) takes effect when a VMI is next started, never by restarting a
+// running one: a crawler at 99.999% cannot take a restart of every VM in the cluster on
+// upgrade. The VMIs KubeVirt starts from a crawler's VM carry the hash of its inputs
+// (isov1.AnnotationVMInputs); the bare VMIs of releases before isochron owned VMs carry
+// InputsHash (isov1.AnnotationVMIInputs, node included), or no hash at all, and Compare
+// judges them when their VM adopts them.
 
 // inputs is what a VMI is rendered from, as hashed.
 type inputs struct {
@@ -88,33 +91,39 @@ func inputsOf(in Input) inputs {
 	return x
 }
 
-// InputsHash identifies what a VMI is rendered from (see inputs): equal inputs, equal
-// hash, whichever release of isochron renders them.
+// InputsHash identifies what a bare VMI of a release before isochron owned VMs was
+// rendered from (see inputs, node included), as those releases annotated it
+// (isov1.AnnotationVMIInputs): equal inputs, equal hash.
 func InputsHash(in Input) string {
 	b, err := json.Marshal(inputsOf(in))
 	if err != nil {
 		panic(err) // plain values: cannot fail
 	}
+	return hashOf(b)
+}
+
+func hashOf(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }
 
-// Fit is how a running VMI relates to the inputs it should be rendered from now.
+// Fit is how a bare VMI of an earlier release relates to the inputs it should be
+// rendered from now.
 type Fit int
 
 const (
-	// Current: the VMI was rendered from the current inputs; it keeps running.
+	// Current: the VMI was rendered from the current inputs; its VM adopts it running.
 	Current Fit = iota
-	// Outdated: an input changed (spec, size, node, binding); the VMI is replaced.
+	// Outdated: an input changed (spec, size, node, binding); the VMI is restarted.
 	Outdated
-	// Adopt: the VMI carries no inputs hash (an isochron release before the hash rendered
-	// it) and what it runs matches the current inputs; it keeps running and gets the hash.
+	// Adopt: the VMI carries no inputs hash (a release before the hash rendered it) and
+	// what it runs matches the current inputs; its VM adopts it running.
 	Adopt
 )
 
-// Compare tells whether running, the crawler's VMI, still fits in: by the inputs hash it
-// carries, or, for a VMI of a release before the hash, by what its spec shows of each
-// input.
+// Compare tells whether running, a bare VMI an earlier release of isochron created for
+// the crawler, still fits in: by the inputs hash it carries, or, for a VMI of a release
+// before the hash, by what its spec shows of each input.
 func Compare(running *kubevirtv1.VirtualMachineInstance, in Input) Fit {
 	if h, ok := running.Annotations[isov1.AnnotationVMIInputs]; ok {
 		if h == InputsHash(in) {

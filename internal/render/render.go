@@ -60,6 +60,10 @@ type Input struct {
 	GuestDSCP bool
 	// Agent is isochron's probe agent in the guest; none if nil.
 	Agent *Agent
+	// RunStrategy is the VM's run strategy; RunStrategyAlways if empty. The operator
+	// passes the VM's own once it exists, so that a person's `virtctl stop` (Halted)
+	// holds.
+	RunStrategy kubevirtv1.VirtualMachineRunStrategy
 }
 
 // Agent is what the VMI needs to run isochron's probe agent (rtprobe agent,
@@ -73,11 +77,13 @@ type Agent struct {
 	Gateways []string
 }
 
-// Name is the deterministic name of a crawler's VMI.
+// Name is the deterministic name of a crawler's VM and of its VMIs.
 func Name(cvm *isov1.CrawlerVM) string { return cvm.Name }
 
-// VMI renders the VirtualMachineInstance for in, controlled by the crawler when the
-// crawler has a UID.
+// VMI renders the VirtualMachineInstance that runs the crawler, as KubeVirt creates it
+// from the template of the crawler's VM (VM; KubeVirt adds its owner reference to the
+// VM): labelled for the crawler and, when the crawler has a UID, annotated with the hash
+// of its inputs (VMInputsHash).
 func VMI(in Input) (*kubevirtv1.VirtualMachineInstance, error) {
 	cvm := in.CrawlerVM
 	if in.Node == "" {
@@ -106,13 +112,11 @@ func VMI(in Input) (*kubevirtv1.VirtualMachineInstance, error) {
 			Name:         VolumeDisk,
 			VolumeSource: kubevirtv1.VolumeSource{ContainerDisk: &kubevirtv1.ContainerDiskSource{Image: cvm.Spec.Guest.Image}},
 		}},
-		Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
-				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
-					Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{in.Node},
-				}}}},
-			},
-		}},
+		Affinity: Affinity(in.Node),
+		// A drain (any eviction of the launcher pod) is refused and marks the VMI for
+		// evacuation (status.evacuationNodeName), which isochron carries out by moving the
+		// crawler to a node it chooses; KubeVirt migrates nothing itself.
+		EvictionStrategy: ptr.To(kubevirtv1.EvictionStrategyExternal),
 	}
 	if in.Sizing.Dedicated() {
 		spec.Domain.Memory = &kubevirtv1.Memory{Hugepages: &kubevirtv1.Hugepages{PageSize: "2Mi"}}
@@ -176,18 +180,13 @@ func VMI(in Input) (*kubevirtv1.VirtualMachineInstance, error) {
 		})
 	}
 
-	meta := metav1.ObjectMeta{
-		Name:      Name(cvm),
-		Namespace: cvm.Namespace,
-		Labels:    map[string]string{isov1.LabelManagedBy: isov1.ManagedBy, isov1.LabelCrawlerVM: cvm.Name},
-	}
-	// The owner reference and the inputs hash name the crawler by its UID, which the API
-	// server assigns. A CrawlerVM without one (read from a file by isochronctl render)
+	meta := metav1.ObjectMeta{Name: Name(cvm), Namespace: cvm.Namespace, Labels: labels(cvm)}
+	// The owner reference (VM) and the inputs hash name the crawler by its UID, which the
+	// API server assigns. A CrawlerVM without one (read from a file by isochronctl render)
 	// renders without both: the API server refuses an owner reference without a uid, and
 	// a hash of an empty uid is not the one the operator computes for the crawler.
 	if cvm.UID != "" {
-		meta.Annotations = map[string]string{isov1.AnnotationVMIInputs: InputsHash(in)}
-		meta.OwnerReferences = []metav1.OwnerReference{OwnerReference(cvm)}
+		meta.Annotations = map[string]string{isov1.AnnotationVMInputs: VMInputsHash(in)}
 	}
 	return &kubevirtv1.VirtualMachineInstance{
 		TypeMeta:   metav1.TypeMeta{APIVersion: kubevirtv1.GroupVersion.String(), Kind: "VirtualMachineInstance"},

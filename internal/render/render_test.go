@@ -83,7 +83,9 @@ func agentOf(c *isov1.CrawlerVM, clusterIP string) *Agent {
 	}}
 }
 
-func TestVMIGolden(t *testing.T) {
+// The golden files are the VirtualMachines isochron applies (isochronctl render prints
+// the same).
+func TestVMGolden(t *testing.T) {
 	cases := map[string]Input{
 		"dedicated":                  input(crawler(), ""),
 		"dedicated-rtnic-bridge":     input(crawler(withRTNIC(5*time.Millisecond)), BindingBridge),
@@ -95,11 +97,11 @@ func TestVMIGolden(t *testing.T) {
 	}
 	for name, in := range cases {
 		t.Run(name, func(t *testing.T) {
-			vmi, err := VMI(in)
+			vm, err := VM(in)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := YAML(vmi)
+			got, err := YAML(vm)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -114,18 +116,18 @@ func TestVMIGolden(t *testing.T) {
 				t.Fatalf("%v (run go test ./internal/render -update to create it)", err)
 			}
 			if diff := cmp.Diff(string(want), string(got)); diff != "" {
-				t.Errorf("VMI %s (-want +got):\n%s", name, diff)
+				t.Errorf("VM %s (-want +got):\n%s", name, diff)
 			}
 		})
 	}
 }
 
-func TestVMIIsDeterministic(t *testing.T) {
+func TestVMIsDeterministic(t *testing.T) {
 	in := input(crawler(withRTNIC(5*time.Millisecond), constrained, withUserData("#!/bin/sh\necho hi\n")), BindingBridge)
-	first, _ := VMI(in)
+	first, _ := VM(in)
 	a, _ := YAML(first)
 	for i := 0; i < 20; i++ {
-		v, _ := VMI(in)
+		v, _ := VM(in)
 		b, _ := YAML(v)
 		if string(a) != string(b) {
 			t.Fatalf("rendering %d differs:\n%s", i, cmp.Diff(string(a), string(b)))
@@ -133,10 +135,10 @@ func TestVMIIsDeterministic(t *testing.T) {
 	}
 }
 
-// A crawler from the cluster has a UID: its VMI is controlled by it and carries the hash
-// of its inputs. One read from a file (isochronctl render) has none, and its VMI carries
-// neither, so that kubectl can apply it; the spec is the same.
-func TestVMIOwnerNeedsUID(t *testing.T) {
+// A crawler from the cluster has a UID: its VM is controlled by it and its template
+// carries the hash of its inputs. One read from a file (isochronctl render) has none, and
+// its VM carries neither, so that kubectl can apply it; the spec is the same.
+func TestVMOwnerNeedsUID(t *testing.T) {
 	fromCluster := crawler()
 	fromFile := crawler(func(c *isov1.CrawlerVM) { c.UID = "" })
 	cases := map[string]struct {
@@ -150,53 +152,100 @@ func TestVMIOwnerNeedsUID(t *testing.T) {
 				APIVersion: "isochron.io/v1alpha1", Kind: "CrawlerVM", Name: "tower-a", UID: "6f1c2b9e-0000-4000-8000-000000000001",
 				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
 			}},
-			annotations: map[string]string{isov1.AnnotationVMIInputs: InputsHash(input(fromCluster, ""))},
+			annotations: map[string]string{isov1.AnnotationVMInputs: VMInputsHash(input(fromCluster, ""))},
 		},
 		"from a file, without a UID": {cvm: fromFile},
 	}
-	want, err := VMI(input(fromCluster, ""))
+	want, err := VM(input(fromCluster, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			vmi, err := VMI(input(tc.cvm, ""))
+			vm, err := VM(input(tc.cvm, ""))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tc.owners, vmi.OwnerReferences); diff != "" {
+			if diff := cmp.Diff(tc.owners, vm.OwnerReferences); diff != "" {
 				t.Errorf("ownerReferences (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(tc.annotations, vmi.Annotations); diff != "" {
-				t.Errorf("annotations (-want +got):\n%s", diff)
+			if diff := cmp.Diff(tc.annotations, vm.Spec.Template.ObjectMeta.Annotations); diff != "" {
+				t.Errorf("template annotations (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(want.Spec, vmi.Spec); diff != "" {
-				t.Errorf("spec (-with a UID +without):\n%s", diff)
+			if diff := cmp.Diff(want.Spec.Template.Spec, vm.Spec.Template.Spec); diff != "" {
+				t.Errorf("template spec (-with a UID +without):\n%s", diff)
 			}
-			y, err := YAML(vmi)
+			y, err := YAML(vm)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if strings.Contains(string(y), `uid: ""`) {
-				t.Errorf("the VMI has an empty uid:\n%s", y)
+				t.Errorf("the VM has an empty uid:\n%s", y)
 			}
 		})
 	}
 }
 
-// A running VMI is replaced when what it was rendered from changes, and only then: a
-// VMI that v0.1.0 rendered differently (no agent, a DSCP script) from the same inputs
-// keeps running.
+// A VM's template changes by a move (its node) only in its affinity, which KubeVirt
+// applies to the running VMI; any other input changes the hash and the whole VM is
+// applied.
+func TestPlanVMWrite(t *testing.T) {
+	base := input(crawler(withRTNIC(5*time.Millisecond)), BindingBridge)
+	applied := func(in Input) *kubevirtv1.VirtualMachine {
+		vm, err := VM(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return vm
+	}
+	moved := base
+	moved.Node = "rt-node-2"
+	bigger := input(crawler(withRTNIC(5*time.Millisecond), func(c *isov1.CrawlerVM) { c.Spec.RPS = 1000 }), BindingBridge)
+	newAgent := base
+	newAgent.Agent = &Agent{Image: "isochron/rtprobe:v0.3.0", Gateways: base.Agent.Gateways}
+	stopped := base
+	stopped.RunStrategy = kubevirtv1.RunStrategyHalted
+	noHash := applied(base)
+	delete(noHash.Spec.Template.ObjectMeta.Annotations, isov1.AnnotationVMInputs)
+	cases := map[string]struct {
+		vm   *kubevirtv1.VirtualMachine
+		in   Input
+		want VMWrite
+	}{
+		"rendered from the same inputs":                {vm: applied(base), in: base, want: WriteNothing},
+		"moved to another node":                        {vm: applied(base), in: moved, want: WriteAffinity},
+		"a bigger size":                                {vm: applied(base), in: bigger, want: WriteApply},
+		"a new release's agent is no new input":        {vm: applied(base), in: newAgent, want: WriteNothing},
+		"stopped by a person is no new input":          {vm: applied(base), in: stopped, want: WriteNothing},
+		"a template without the hash":                  {vm: noHash, in: base, want: WriteApply},
+		"another node and another size: a whole write": {vm: applied(base), in: func() Input { in := bigger; in.Node = "rt-node-2"; return in }(), want: WriteApply},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := PlanVMWrite(tc.vm, tc.in); got != tc.want {
+				t.Errorf("PlanVMWrite = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if node := PinnedNode(&applied(moved).Spec.Template.Spec); node != "rt-node-2" {
+		t.Errorf("PinnedNode = %q, want rt-node-2", node)
+	}
+}
+
+// A bare VMI of a release before isochron owned VMs is restarted when what it was
+// rendered from changes, and only then: one of the same inputs (by its hash, or one that
+// v0.1.0 rendered differently, with no agent and a DSCP script) is adopted running.
 func TestCompare(t *testing.T) {
 	base := func() *isov1.CrawlerVM {
 		return crawler(withRTNIC(5*time.Millisecond), constrained, withUserData("#cloud-config\nruncmd: [crawler]\n"))
 	}
 	rendered := func(c *isov1.CrawlerVM, b Binding) *kubevirtv1.VirtualMachineInstance {
-		v, err := VMI(input(c, b))
+		in := input(c, b)
+		v, err := VMI(in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return v
+		return testcases.BareVMI(v, c, InputsHash(in))
 	}
 	// v010 is the VMI v0.1.0 rendered for c.
 	v010 := func(c *isov1.CrawlerVM, b Binding) *kubevirtv1.VirtualMachineInstance {

@@ -3,6 +3,7 @@ package admission
 import (
 	"testing"
 
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	"kubevirt.io/kubevirt/pkg/hypervisor/kvm"
 
 	"isochron.io/isochron/internal/sizing"
@@ -14,7 +15,8 @@ import (
 func TestLauncherOverheadIsKubeVirts(t *testing.T) {
 	for name, tc := range variants() {
 		t.Run(name, func(t *testing.T) {
-			s, vmi := tc.render(t)
+			s, vm := tc.render(t)
+			vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: vm.Spec.Template.ObjectMeta, Spec: vm.Spec.Template.Spec}
 			kv := kvm.NewKvmHypervisorBackend().GetMemoryOverhead(vmi, Architecture, nil)
 			want := kv.Value()
 			if got := sizing.LauncherOverheadBytes(s); got != want {

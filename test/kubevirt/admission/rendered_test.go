@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
@@ -38,9 +39,23 @@ func admit(t *testing.T, vmi *kubevirtv1.VirtualMachineInstance) {
 	}
 }
 
-// Every VMI isochronctl renders from config/samples, which is what the operator
-// creates for them, is admitted by KubeVirt.
-func TestSamplesRenderAdmittedVMIs(t *testing.T) {
+// admitVM judges the VM and the VMI KubeVirt starts from its template (vm.go
+// SetupVMIFromVM: the template's metadata and spec under the VM's name).
+func admitVM(t *testing.T, vm *kubevirtv1.VirtualMachine) {
+	t.Helper()
+	if causes := ValidateVM(vm, clusterGates); len(causes) > 0 {
+		for _, c := range causes {
+			t.Errorf("KubeVirt refuses VM %s/%s: %s: %s", vm.Namespace, vm.Name, c.Field, c.Message)
+		}
+	}
+	vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: *vm.Spec.Template.ObjectMeta.DeepCopy(), Spec: *vm.Spec.Template.Spec.DeepCopy()}
+	vmi.Name, vmi.Namespace = vm.Name, vm.Namespace
+	admit(t, vmi)
+}
+
+// Every VM isochronctl renders from config/samples, which is what the operator creates
+// for them, is admitted by KubeVirt, and so is the VMI KubeVirt starts from it.
+func TestSamplesRenderAdmittedVMs(t *testing.T) {
 	inv, err := cli.Load(context.Background(), []string{"../../../config/samples"}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -55,20 +70,20 @@ func TestSamplesRenderAdmittedVMIs(t *testing.T) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(&out, 4096)
 	n := 0
 	for {
-		vmi := &kubevirtv1.VirtualMachineInstance{}
-		if err := dec.Decode(vmi); errors.Is(err, io.EOF) {
+		vm := &kubevirtv1.VirtualMachine{}
+		if err := dec.Decode(vm); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
 			t.Fatal(err)
 		}
-		if vmi.Name == "" {
+		if vm.Name == "" {
 			continue
 		}
 		n++
-		t.Run(vmi.Name, func(t *testing.T) { admit(t, vmi) })
+		t.Run(vm.Name, func(t *testing.T) { admitVM(t, vm) })
 	}
 	if n != len(inv.CrawlerVMs) {
-		t.Errorf("rendered %d VMIs for %d CrawlerVMs", n, len(inv.CrawlerVMs))
+		t.Errorf("rendered %d VMs for %d CrawlerVMs", n, len(inv.CrawlerVMs))
 	}
 }
 
@@ -107,8 +122,8 @@ type variant struct {
 	binding render.Binding
 }
 
-// render sizes the variant's crawler and renders its VMI, as the operator would.
-func (v variant) render(t *testing.T) (sizing.Result, *kubevirtv1.VirtualMachineInstance) {
+// render sizes the variant's crawler and renders its VM, as the operator would.
+func (v variant) render(t *testing.T) (sizing.Result, *kubevirtv1.VirtualMachine) {
 	t.Helper()
 	d := inventory.Demand(&v.cvm.Spec)
 	d.VFIO = v.binding == render.BindingSRIOV // as the operator's render.VFIO finds it
@@ -116,11 +131,11 @@ func (v variant) render(t *testing.T) (sizing.Result, *kubevirtv1.VirtualMachine
 	if err != nil {
 		t.Fatal(err)
 	}
-	vmi, err := render.VMI(render.Input{CrawlerVM: v.cvm, Sizing: s, Node: "rt-node-1", RTBinding: v.binding, Agent: agent(v.cvm)})
+	vm, err := render.VM(render.Input{CrawlerVM: v.cvm, Sizing: s, Node: "rt-node-1", RTBinding: v.binding, Agent: agent(v.cvm)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, vmi
+	return s, vm
 }
 
 // variants are CrawlerVMs across the API's range, each with its RT-NIC binding.
@@ -150,8 +165,8 @@ func TestRenderedVariantsAreAdmitted(t *testing.T) {
 	cases := variants()
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, vmi := tc.render(t)
-			admit(t, vmi)
+			_, vm := tc.render(t)
+			admitVM(t, vm)
 		})
 	}
 }
@@ -168,5 +183,18 @@ func TestBrokenRenderingIsRefused(t *testing.T) {
 	vmi.Spec.Domain.CPU.NUMA = nil // realtime without guest NUMA passthrough
 	if causes := Validate(vmi, clusterGates); len(causes) == 0 {
 		t.Error("KubeVirt admitted realtime without numa.guestMappingPassthrough")
+	}
+	vm, err := render.VM(render.Input{CrawlerVM: c, Sizing: s, Node: "rt-node-1", Agent: agent(c)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm.Spec.Template.Spec.Domain.CPU.NUMA = nil
+	if causes := ValidateVM(vm, clusterGates); len(causes) == 0 {
+		t.Error("KubeVirt admitted a VM whose template is realtime without numa.guestMappingPassthrough")
+	}
+	vm.Spec.Template.Spec.Domain.CPU.NUMA = &kubevirtv1.NUMA{GuestMappingPassthrough: &kubevirtv1.NUMAGuestMappingPassthrough{}}
+	vm.Spec.Running = ptr.To(true) // with runStrategy: mutually exclusive
+	if causes := ValidateVM(vm, clusterGates); len(causes) == 0 {
+		t.Error("KubeVirt admitted a VM with both running and runStrategy")
 	}
 }

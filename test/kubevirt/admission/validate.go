@@ -1,9 +1,10 @@
 // Package admission runs KubeVirt's own create-time admission logic for
-// VirtualMachineInstances in-process, without an API server or virt-api.
+// VirtualMachines and VirtualMachineInstances in-process, without an API server or
+// virt-api.
 //
-// It lets tests check that the VMIs the operator renders would be accepted
-// by a real KubeVirt (same version as test/kubevirt/go.mod) before ever
-// talking to a cluster.
+// It lets tests check that the VMs the operator renders, and the VMIs KubeVirt starts
+// from them, would be accepted by a real KubeVirt (same version as test/kubevirt/go.mod)
+// before ever talking to a cluster.
 package admission
 
 import (
@@ -20,11 +21,13 @@ import (
 
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
+	"kubevirt.io/kubevirt/pkg/defaults"
 	netadmitter "kubevirt.io/kubevirt/pkg/network/admitter"
 	"kubevirt.io/kubevirt/pkg/virt-api/webhooks"
 	"kubevirt.io/kubevirt/pkg/virt-api/webhooks/mutating-webhook/mutators"
 	"kubevirt.io/kubevirt/pkg/virt-api/webhooks/validating-webhook/admitters"
 	virtconfig "kubevirt.io/kubevirt/pkg/virt-config"
+	"kubevirt.io/kubevirt/pkg/virt-config/featuregate"
 )
 
 // Architecture is the node architecture the simulated cluster reports
@@ -94,6 +97,40 @@ func Validate(vmi *kubevirtv1.VirtualMachineInstance, featureGates []string) []m
 		msg = resp.Result.Message
 	}
 	return []metav1.StatusCause{{Type: metav1.CauseTypeFieldValueInvalid, Message: msg}}
+}
+
+// ValidateVM runs what virt-api does on VirtualMachine CREATE, as far as it applies to the
+// VMs isochron renders (no instance types, no DataVolume templates, no volume requests):
+//
+//  1. the mutating webhook's defaults (defaults.SetVirtualMachineDefaults: architecture,
+//     machine type);
+//  2. the validating webhook (VMsAdmitter.Admit) on a copy with the VMI defaults set
+//     (defaults.SetDefaultVirtualMachineInstanceSpec): feature gates, the network
+//     validator's creation checks, and ValidateVirtualMachineSpec, which validates the
+//     template's metadata and spec as a VMI's, the run strategy and the live-update
+//     features.
+//
+// A nil result means KubeVirt would admit the VM.
+func ValidateVM(vm *kubevirtv1.VirtualMachine, featureGates []string) []metav1.StatusCause {
+	cfg, err := newClusterConfig(featureGates)
+	if err != nil {
+		return harnessError(err)
+	}
+	vm = vm.DeepCopy()
+	if vm.Spec.Template == nil {
+		return []metav1.StatusCause{{Type: metav1.CauseTypeFieldValueRequired, Field: "spec.template", Message: "missing virtual machine template."}}
+	}
+	defaults.SetVirtualMachineDefaults(vm, cfg, nil)
+	if err := defaults.SetDefaultVirtualMachineInstanceSpec(cfg, &vm.Spec.Template.Spec); err != nil {
+		return harnessError(err)
+	}
+	if causes := featuregate.ValidateFeatureGates(featureGates, &vm.Spec.Template.Spec); len(causes) > 0 {
+		return causes
+	}
+	if causes := netadmitter.NewValidator(k8sfield.NewPath("spec"), &vm.Spec.Template.Spec, cfg).ValidateCreation(); len(causes) > 0 {
+		return causes
+	}
+	return admitters.ValidateVirtualMachineSpec(k8sfield.NewPath("spec"), &vm.Spec, cfg, false)
 }
 
 // newClusterConfig builds a virtconfig.ClusterConfig the way KubeVirt's unit

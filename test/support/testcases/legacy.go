@@ -4,10 +4,27 @@ import (
 	"fmt"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 )
+
+// BareVMI is vmi, the VMI KubeVirt starts from the VM this release renders for cvm, as
+// the releases before isochron owned VMs created it themselves: controlled by the
+// crawler, annotated with the inputs hash of those releases (hash, render.InputsHash),
+// and without an eviction strategy. Upgrade tests start from it.
+func BareVMI(vmi *kubevirtv1.VirtualMachineInstance, cvm *isov1.CrawlerVM, hash string) *kubevirtv1.VirtualMachineInstance {
+	v := vmi.DeepCopy()
+	v.Annotations = map[string]string{isov1.AnnotationVMIInputs: hash}
+	v.OwnerReferences = []metav1.OwnerReference{{
+		APIVersion: isov1.GroupVersion.String(), Kind: "CrawlerVM", Name: cvm.Name, UID: cvm.UID,
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+	}}
+	v.Spec.EvictionStrategy = nil
+	return v
+}
 
 // The names v0.1.0 gave a VMI's volumes.
 const (
@@ -16,16 +33,15 @@ const (
 	agentVolume = "isochron-agent"
 )
 
-// RenderedByV010 is vmi, which this release rendered for cvm, as isochron v0.1.0 rendered
-// the same inputs: no inputs hash but its rendered-spec hash, no probe agent, and its
+// RenderedByV010 is vmi, a bare VMI of this release's inputs (BareVMI), as isochron
+// v0.1.0 rendered the same inputs: no inputs hash but its rendered-spec hash, no probe agent, and its
 // cloud-init part a shell script that marks the RT-NIC (mac) with the deadline's DSCP
 // class (v0.1.0's internal/render/cloudinit.go, word for word). Upgrade tests start from
 // it. (The RT-NIC's MAC and class come from the caller, so that package render's own
 // tests can use this fixture.)
 func RenderedByV010(vmi *kubevirtv1.VirtualMachineInstance, cvm *isov1.CrawlerVM, mac, dscpName string, dscpValue int) *kubevirtv1.VirtualMachineInstance {
 	v := vmi.DeepCopy()
-	delete(v.Annotations, isov1.AnnotationVMIInputs)
-	v.Annotations["isochron.io/vmi-spec-hash"] = "e93fe49247b9062c"
+	v.Annotations = map[string]string{"isochron.io/vmi-spec-hash": "e93fe49247b9062c"}
 	var volumes []kubevirtv1.Volume
 	for _, vol := range v.Spec.Volumes {
 		if vol.Name != agentVolume && vol.Name != v010CloudInit {

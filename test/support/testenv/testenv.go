@@ -1,8 +1,8 @@
 // Package testenv starts the real control plane the integration tests run on: a
 // kube-apiserver and etcd (envtest, binaries built by `make envtest-bins`) with the CRDs
 // of isochron, KubeVirt, Multus and prometheus-operator (ServiceMonitor, PodMonitor,
-// PrometheusRule), and kube-controller-manager's garbage collector and
-// Job controllers.
+// PrometheusRule), kube-controller-manager's garbage collector and Job controllers, and
+// KubeVirt's VM and migration controllers as package virtsim plays them.
 package testenv
 
 import (
@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"isochron.io/isochron/controllers"
+	"isochron.io/isochron/test/support/virtsim"
 )
 
 // Env is a running control plane.
@@ -31,9 +32,12 @@ type Env struct {
 	Scheme *runtime.Scheme
 	// Client is uncached, as a user would see the API.
 	Client client.Client
-	env    *envtest.Environment
-	stop   []func()
-	root   string
+	// KubeVirt plays KubeVirt's VM and migration controllers (package virtsim); nil
+	// with WithoutKubeVirtControllers.
+	KubeVirt *virtsim.Sim
+	env      *envtest.Environment
+	stop     []func()
+	root     string
 }
 
 // The optional third-party APIs: isochron runs without them, and Start installs them
@@ -46,7 +50,16 @@ const (
 // Option changes what Start starts.
 type Option func(*options)
 
-type options struct{ without map[string]bool }
+type options struct {
+	without map[string]bool
+	// noKubeVirt leaves KubeVirt's controllers out (WithoutKubeVirtControllers).
+	noKubeVirt bool
+}
+
+// WithoutKubeVirtControllers starts no simulation of KubeVirt's controllers: no VM starts
+// a VMI. For measurements of the operator alone (make bench-placement), whose API server
+// the simulation would load.
+func WithoutKubeVirtControllers() Option { return func(o *options) { o.noKubeVirt = true } }
 
 // Without leaves out the CRDs of the named optional APIs (Multus, PrometheusOperator),
 // as in a cluster that lacks them; Install adds them later.
@@ -110,6 +123,14 @@ func Start(root string, opts ...Option) (*Env, error) {
 		return nil, fmt.Errorf("starting kube-controller-manager: %w", err)
 	}
 	e.stop = append(e.stop, stopGC)
+	if o.noKubeVirt {
+		return e, nil
+	}
+	if e.KubeVirt, err = virtsim.Start(cfg, e.Scheme); err != nil {
+		e.Stop()
+		return nil, err
+	}
+	e.stop = append(e.stop, e.KubeVirt.Stop)
 	return e, nil
 }
 

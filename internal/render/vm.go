@@ -1,0 +1,141 @@
+package render
+
+import (
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+)
+
+// isochron runs each crawler as a KubeVirt VirtualMachine it owns, so that KubeVirt
+// itself restarts a VMI that fails (docs/availability.md).
+//
+// RunStrategyAlways is the VM's run strategy: KubeVirt starts a new VMI whenever none
+// runs, whether the guest crashed (Failed), shut itself down (Succeeded) or the VMI was
+// deleted (a restart isochron asks for, a node lost and fenced). RerunOnFailure would
+// leave a crawler down for good after a guest shutdown or a deleted VMI (KubeVirt v1.8
+// vm.go syncRunStrategy), and every interval a crawler is down counts against the same
+// 99.999% as one measured late. A person stops a crawler with `virtctl stop`, which sets
+// the strategy to Halted; isochron keeps that (Input.RunStrategy) until `virtctl start`.
+const RunStrategyAlways = kubevirtv1.RunStrategyAlways
+
+// VM renders the VirtualMachine that runs the crawler: its template is the VMI (VMI),
+// with the node as required affinity, evictionStrategy External (a drain hands the
+// crawler to isochron, which moves it by live migration to a node it chooses), and the
+// hash of its inputs other than the node (AnnotationVMInputs), which the VMIs KubeVirt
+// starts from it carry. The VM is controlled by the crawler when the crawler has a UID.
+func VM(in Input) (*kubevirtv1.VirtualMachine, error) {
+	vmi, err := VMI(in)
+	if err != nil {
+		return nil, err
+	}
+	strategy := in.RunStrategy
+	if strategy == "" {
+		strategy = RunStrategyAlways
+	}
+	meta := metav1.ObjectMeta{Name: vmi.Name, Namespace: vmi.Namespace, Labels: labels(in.CrawlerVM)}
+	if in.CrawlerVM.UID != "" {
+		meta.OwnerReferences = []metav1.OwnerReference{OwnerReference(in.CrawlerVM)}
+	}
+	return &kubevirtv1.VirtualMachine{
+		TypeMeta:   metav1.TypeMeta{APIVersion: kubevirtv1.GroupVersion.String(), Kind: "VirtualMachine"},
+		ObjectMeta: meta,
+		Spec: kubevirtv1.VirtualMachineSpec{
+			RunStrategy: ptr.To(strategy),
+			Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: vmi.Labels, Annotations: vmi.Annotations},
+				Spec:       vmi.Spec,
+			},
+		},
+	}, nil
+}
+
+// labels are the labels of a crawler's VM, its VMIs and (KubeVirt passes them on) their
+// virt-launcher pods.
+func labels(cvm *isov1.CrawlerVM) map[string]string {
+	return map[string]string{isov1.LabelManagedBy: isov1.ManagedBy, isov1.LabelCrawlerVM: cvm.Name}
+}
+
+// VMInputsHash identifies what a VM's template is rendered from, its node excepted (see
+// inputs): a VM whose template differs only by the node is moved, by live migration, not
+// restarted (KubeVirt applies a new affinity to the running VMI).
+func VMInputsHash(in Input) string {
+	x := inputsOf(in)
+	x.Node = ""
+	b, err := json.Marshal(x)
+	if err != nil {
+		panic(err) // plain values: cannot fail
+	}
+	return hashOf(b)
+}
+
+// Affinity is the required node affinity that pins a crawler's VMI to node.
+func Affinity(node string) *corev1.Affinity {
+	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+				Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{node},
+			}}}},
+		},
+	}}
+}
+
+// PinnedNode is the node a VMI spec's required affinity pins it to (Affinity), "" for none.
+func PinnedNode(spec *kubevirtv1.VirtualMachineInstanceSpec) string {
+	a := spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return ""
+	}
+	for _, t := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		for _, e := range t.MatchExpressions {
+			if e.Key == corev1.LabelHostname && e.Operator == corev1.NodeSelectorOpIn && len(e.Values) == 1 {
+				return e.Values[0]
+			}
+		}
+	}
+	return ""
+}
+
+// VMWrite is what isochron writes to bring a crawler's VM in line with its inputs.
+type VMWrite int
+
+const (
+	// WriteNothing: the VM's template is rendered from the current inputs.
+	WriteNothing VMWrite = iota
+	// WriteApply: an input other than the node changed (or the VM predates the hash): the
+	// whole VM is applied. KubeVirt applies what it can to the running VMI (node
+	// selector, tolerations) and reports RestartRequired for the rest.
+	WriteApply
+	// WriteAffinity: only the node changed (a move): the template's affinity alone is
+	// patched, whatever release rendered the rest, so that KubeVirt applies it to the
+	// running VMI without asking for a restart.
+	WriteAffinity
+)
+
+// PlanVMWrite decides what to write to vm, the crawler's VM as the API server has it, for
+// the inputs in.
+func PlanVMWrite(vm *kubevirtv1.VirtualMachine, in Input) VMWrite {
+	t := vm.Spec.Template
+	if t == nil || t.ObjectMeta.Annotations[isov1.AnnotationVMInputs] != VMInputsHash(in) {
+		return WriteApply
+	}
+	if PinnedNode(&t.Spec) != in.Node {
+		return WriteAffinity
+	}
+	return WriteNothing
+}
+
+// AffinityPatch is the merge patch that pins a VM's template to node (WriteAffinity).
+func AffinityPatch(node string) ([]byte, error) {
+	p := map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"affinity": Affinity(node)}}}}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the affinity patch: %w", err)
+	}
+	return b, nil
+}
