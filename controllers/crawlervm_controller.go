@@ -165,7 +165,7 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if !cvm.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // owner references let the garbage collector remove the VMI
 	}
-	st := &statusWriter{Client: r.Client, before: cvm.DeepCopy()}
+	st := &statusWriter{Client: r.Client, recorder: r.Recorder, before: cvm.DeepCopy()}
 	defer func() {
 		if err := st.persist(ctx, cvm); err != nil {
 			if reterr == nil {
@@ -189,7 +189,7 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if svcErr != nil {
 		return ctrl.Result{}, svcErr
 	}
-	after, err := r.runProbes(ctx, cvm, running)
+	after, err := r.runProbes(ctx, cvm, st, running)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -210,21 +210,39 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 }
 
 // statusWriter patches a CrawlerVM's status when, and only when, it changed, with an
-// optimistic lock: a decision taken on a stale copy fails and is taken again.
+// optimistic lock: a decision taken on a stale copy fails and is taken again. What tells
+// of a status change (an Event, a counter: a probe recorded, a move made) is queued with
+// after and happens once the status that records it is written: a write that loses a
+// conflict drops it, and the reconcile that records the change again tells it then, so
+// that it is told once whatever the conflicts.
 type statusWriter struct {
 	client.Client
-	before *isov1.CrawlerVM
+	recorder record.EventRecorder
+	before   *isov1.CrawlerVM
+	pending  []func()
+}
+
+// after queues f until the status is written.
+func (w *statusWriter) after(f func()) { w.pending = append(w.pending, f) }
+
+// event queues an Event on the crawler until the status is written.
+func (w *statusWriter) event(cvm *isov1.CrawlerVM, kind, reason, message string) {
+	w.after(func() { w.recorder.Event(cvm, kind, reason, message) })
 }
 
 func (w *statusWriter) persist(ctx context.Context, cvm *isov1.CrawlerVM) error {
 	setProgress(cvm)
-	if equality.Semantic.DeepEqual(w.before.Status, cvm.Status) {
-		return nil
+	if !equality.Semantic.DeepEqual(w.before.Status, cvm.Status) {
+		if err := w.Status().Patch(ctx, cvm, client.MergeFromWithOptions(w.before, client.MergeFromWithOptimisticLock{})); err != nil {
+			w.pending = nil
+			return fmt.Errorf("patching status of %s: %w", klog.KObj(cvm), err)
+		}
+		w.before = cvm.DeepCopy()
 	}
-	if err := w.Status().Patch(ctx, cvm, client.MergeFromWithOptions(w.before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("patching status of %s: %w", klog.KObj(cvm), err)
+	for _, f := range w.pending {
+		f()
 	}
-	w.before = cvm.DeepCopy()
+	w.pending = nil
 	return nil
 }
 

@@ -28,14 +28,14 @@ import (
 // Job that finished, cancels a probe of an outdated spec or VMI, starts the probe that
 // is due, and sets SLOConfirmed. running is the crawler's VMI when it runs the current
 // spec, else nil. It returns when to look again for the next scheduled probe.
-func (r *CrawlerVMReconciler) runProbes(ctx context.Context, cvm *isov1.CrawlerVM, running *kubevirtv1.VirtualMachineInstance) (time.Duration, error) {
+func (r *CrawlerVMReconciler) runProbes(ctx context.Context, cvm *isov1.CrawlerVM, w *statusWriter, running *kubevirtv1.VirtualMachineInstance) (time.Duration, error) {
 	jobs := &batchv1.JobList{}
 	if err := r.List(ctx, jobs, client.InNamespace(cvm.Namespace), client.MatchingLabels(slo.Selector(cvm))); err != nil {
 		return 0, fmt.Errorf("listing probe Jobs: %w", err)
 	}
 	active, unrecorded := slo.Sort(jobs.Items, cvm, cvm.Status.LastProbe)
 	if unrecorded != nil {
-		if err := r.record(ctx, cvm, unrecorded, running); err != nil {
+		if err := r.record(ctx, cvm, w, unrecorded, running); err != nil {
 			return 0, err
 		}
 	}
@@ -83,9 +83,10 @@ func (r *CrawlerVMReconciler) runProbes(ctx context.Context, cvm *isov1.CrawlerV
 }
 
 // record turns a finished probe Job into status.lastProbe, a calibration sample of the
-// crawler's node (calibrate), an Event and metrics. A sample that cannot be written
-// leaves the Job unrecorded, so the next reconcile records both.
-func (r *CrawlerVMReconciler) record(ctx context.Context, cvm *isov1.CrawlerVM, newest *batchv1.Job, running *kubevirtv1.VirtualMachineInstance) error {
+// crawler's node (calibrate), an Event and a count, the last two once the status is
+// written (w). A sample that cannot be written leaves the Job unrecorded, so the next
+// reconcile records both.
+func (r *CrawlerVMReconciler) record(ctx context.Context, cvm *isov1.CrawlerVM, w *statusWriter, newest *batchv1.Job, running *kubevirtv1.VirtualMachineInstance) error {
 	// The Job finished after its pod did; read the pod from the API server, not from a
 	// cache that may not have seen its final status yet.
 	pods := &corev1.PodList{}
@@ -97,12 +98,12 @@ func (r *CrawlerVMReconciler) record(ctx context.Context, cvm *isov1.CrawlerVM, 
 		return err
 	}
 	cvm.Status.LastProbe = &res
-	r.metrics.probeRuns.WithLabelValues(string(res.Verdict)).Inc()
+	w.after(func() { r.metrics.probeRuns.WithLabelValues(string(res.Verdict)).Inc() })
 	kind := corev1.EventTypeWarning
 	if res.Verdict == isov1.VerdictConfirmed {
 		kind = corev1.EventTypeNormal
 	}
-	r.Recorder.Eventf(cvm, kind, res.Verdict.EventReason(), "Probe Job %s: %s", newest.Name, res.Message)
+	w.event(cvm, kind, res.Verdict.EventReason(), fmt.Sprintf("Probe Job %s: %s", newest.Name, res.Message))
 	return nil
 }
 

@@ -77,12 +77,12 @@ func (r *CrawlerVMReconciler) remediate(ctx context.Context, cvm *isov1.CrawlerV
 		done.Message = format.Truncate(fmt.Sprintf("%s; moved to node %s, where the model predicts %s (%s)", refuted, d.Node, format.Duration(d.Predicted), d.Cause), maxRemediationMessage)
 		cvm.Status.LastRemediation = done
 		hold(cvm, d)
-		r.Recorder.Eventf(cvm, corev1.EventTypeWarning, isov1.EventReasonMoved, "Moved to node %s: %s; its VMI is recreated there", d.Node, refuted)
-		r.metrics.moves.WithLabelValues(moveMoved).Inc()
+		st.event(cvm, corev1.EventTypeWarning, isov1.EventReasonMoved, fmt.Sprintf("Moved to node %s: %s; its VMI is recreated there", d.Node, refuted))
+		st.after(func() { r.metrics.moves.WithLabelValues(moveMoved).Inc() })
 	} else {
 		done.Message = format.Truncate(fmt.Sprintf("%s; it stays: no other node is predicted to fit it (%s)", refuted, d.Reason), maxRemediationMessage)
-		r.Recorder.Eventf(cvm, corev1.EventTypeWarning, isov1.EventReasonNoBetterNode, "Stays on node %s: %s, and no other node is predicted to fit it", from, refuted)
-		r.metrics.moves.WithLabelValues(moveStayed).Inc()
+		st.event(cvm, corev1.EventTypeWarning, isov1.EventReasonNoBetterNode, fmt.Sprintf("Stays on node %s: %s, and no other node is predicted to fit it", from, refuted))
+		st.after(func() { r.metrics.moves.WithLabelValues(moveStayed).Inc() })
 	}
 	cvm.Status.LastRemediation = done
 	undo := func() {}

@@ -12,12 +12,16 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/controllers"
 	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/slo"
 	"isochron.io/isochron/probes/report"
@@ -411,4 +415,59 @@ func TestFailedProbeIsRetriedAfterItsBackoff(t *testing.T) {
 		got := retries()
 		return len(got) == 1, fmt.Sprintf("retry Jobs %v", got)
 	})
+}
+
+// What tells of a status change (a probe's Event and count) happens once the status that
+// records it is written: a write that loses a conflict drops it, and the next reconcile,
+// which records the change again, tells it once.
+func TestEffectsWaitForTheStatusWrite(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	c := crawler(ns, "conflicted", withSelector("it", "no-such-node"))
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	// The operator's own write first (it cannot place the crawler), so that the test's
+	// writes conflict only where the test makes them.
+	waitForCrawler(t, c, "Placed=False", func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionPlaced, metav1.ConditionFalse, isov1.ReasonUnschedulable)
+	})
+	direct, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conflicts := 1
+	cl := interceptor.NewClient(direct, interceptor.Funcs{
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			if conflicts > 0 {
+				conflicts--
+				return apierrors.NewConflict(isov1.GroupVersion.WithResource("crawlervms").GroupResource(), obj.GetName(), fmt.Errorf("the object has been modified"))
+			}
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	})
+	told := 0
+	attempt := func() error {
+		cvm := &isov1.CrawlerVM{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), cvm); err != nil {
+			return err
+		}
+		w := controllers.NewStatusWriter(cl, record.NewFakeRecorder(10), cvm)
+		cvm.Status.LastProbe = &isov1.ProbeResult{Job: "conflicted-probe-1", Trigger: isov1.TriggerStart, ObservedGeneration: cvm.Generation,
+			StartTime: metav1.Now(), Verdict: isov1.VerdictFailed, Reason: isov1.ReasonProbeFailed}
+		w.After(func() { told++ })
+		return w.Persist(ctx, cvm)
+	}
+	if err := attempt(); !apierrors.IsConflict(err) {
+		t.Fatalf("first write: %v, want a conflict", err)
+	}
+	if told != 0 {
+		t.Fatalf("told %d times after a write that lost a conflict, want 0", told)
+	}
+	if err := attempt(); err != nil {
+		t.Fatal(err)
+	}
+	if told != 1 {
+		t.Errorf("told %d times, want once", told)
+	}
 }
