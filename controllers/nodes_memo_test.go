@@ -43,12 +43,21 @@ func TestNodesMemoFingerprint(t *testing.T) {
 		"a bound pod finished":       {func(_, p toolscache.Store) { _ = p.Update(pod("p1", "23", "n1", corev1.PodSucceeded, nil)) }, true},
 		"an unbound pod":             {func(_, p toolscache.Store) { _ = p.Add(pod("p3", "24", "", corev1.PodPending, nil)) }, false},
 		"a crawler's launcher bound": {func(_, p toolscache.Store) { _ = p.Add(pod("l1", "25", "n1", corev1.PodRunning, launcher)) }, false},
+		// Without a hash that mixes its bits, these two writes summed to the same fingerprint.
+		"two writes at once": {func(n, p toolscache.Store) {
+			_ = n.Update(node("n1", "401"))
+			_ = p.Update(pod("p1", "403", "n1", corev1.PodRunning, nil))
+		}, true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			nodes, pods := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc), toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
 			_ = nodes.Add(node("n1", "10"))
 			_ = pods.Add(pod("p1", "11", "n1", corev1.PodRunning, nil))
+			if name == "two writes at once" {
+				_ = nodes.Update(node("n1", "400"))
+				_ = pods.Update(pod("p1", "400", "n1", corev1.PodRunning, nil))
+			}
 			m := &nodesMemo{stores: []toolscache.Store{nodes, pods, toolscache.NewStore(toolscache.MetaNamespaceKeyFunc), toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)}}
 			before, _ := m.fingerprint()
 			m.keep(&clusterInventory{}, before)
