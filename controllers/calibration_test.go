@@ -167,9 +167,12 @@ func TestRefutingProbesRecalibrateTheNodeAndItsClass(t *testing.T) {
 	}) {
 		t.Errorf("no Recalibrated Event on %s: %v", b.Name, events(t, b))
 	}
-	if v, ok := gauge(t, "isochron_node_calibration_correction", map[string]string{"node": "cal-1", "source": "Node"}); !ok || v != k {
-		t.Errorf("isochron_node_calibration_correction{node=cal-1,source=Node} = %v (present %v), want %v", v, ok, k)
-	}
+	// The node metrics are collected from the cache, which has seen the correction by now
+	// or will shortly.
+	eventually(t, "isochron_node_calibration_correction{node=cal-1,source=Node}", func() (bool, string) {
+		v, ok := gauge(t, "isochron_node_calibration_correction", map[string]string{"node": "cal-1", "source": "Node"})
+		return ok && v == k, fmt.Sprintf("%v (present %v), want %v", v, ok, k)
+	})
 
 	// The class: cal-2 has no probe of its own and takes the pooled correction.
 	eventually(t, "the class correction on profile cal-class and crawler cal-m", func() (bool, string) {
@@ -199,7 +202,7 @@ func moves(t *testing.T, c *isov1.CrawlerVM) []string {
 	t.Helper()
 	var out []string
 	for _, e := range events(t, c) {
-		if strings.HasPrefix(e, isov1.EventReasonMoved+": ") {
+		if strings.HasPrefix(e, isov1.EventReasonMoving+": ") {
 			out = append(out, e)
 		}
 	}
@@ -216,66 +219,6 @@ func touch(t *testing.T, vmi *kubevirtv1.VirtualMachineInstance, what string) {
 	vmi.Annotations["test/touched"] = what
 	if err := k8s.Update(context.Background(), vmi); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// Under onRefuted Replace a refuted crawler moves to the other node, its old VMI is
-// deleted and a new one created there, once for the probe; a second refutation within the
-// minimum move interval waits for it, and moves once it has passed.
-func TestRefutedCrawlerMovesUnderReplace(t *testing.T) {
-	ns := namespace(t)
-	createNode(t, rtNode("mv-1", "it", "mv"), 16)
-	createNode(t, rtNode("mv-2", "it", "mv"), 16)
-	c, old := placedCrawler(t, ns, "mover", "mv", withOnRefuted(isov1.RefutedReplace))
-	from := c.Status.Placement.Node
-	to := map[string]string{"mv-1": "mv-2", "mv-2": "mv-1"}[from]
-
-	first := endProbe(t, c, "")
-	waitForCrawler(t, c, "the crawler to move to "+to, func(c *isov1.CrawlerVM) bool {
-		r := c.Status.LastRemediation
-		return c.Status.Placement.Node == to && r != nil && r.From == from && r.To == to
-	})
-	if r := c.Status.LastRemediation; r.Job != c.Status.LastProbe.Job || !strings.Contains(r.Message, "refuted the SLO on node "+from) {
-		t.Errorf("lastRemediation %+v: want the refuting probe %s and why", r, c.Status.LastProbe.Job)
-	}
-	if msg := condition(c, isov1.ConditionPlaced); !strings.Contains(msg, "moved from node "+from) {
-		t.Errorf("Placed condition %q does not say the crawler moved", msg)
-	}
-	vmi := waitForVMI(t, client.ObjectKeyFromObject(c), func(v *kubevirtv1.VirtualMachineInstance) bool {
-		return v.UID != old.UID
-	})
-	if got := vmi.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Values; !slices.Equal(got, []string{to}) {
-		t.Errorf("the new VMI is bound to %v, want %s", got, to)
-	}
-	// Reconciles after the move (each touch of the VMI makes one) move nothing more.
-	for i := range 3 {
-		touch(t, vmi, fmt.Sprint(i))
-	}
-	if got := moves(t, c); len(got) != 1 {
-		t.Errorf("%d Moved Events for one refuting probe, want 1: %v", len(got), got)
-	}
-	if v, ok := gauge(t, "isochron_crawler_moves_total", map[string]string{"result": "moved"}); !ok || v < 1 {
-		t.Errorf("isochron_crawler_moves_total{result=moved} = %v (present %v)", v, ok)
-	}
-
-	// The new VMI runs, its first probe refutes the SLO there too: within the minimum
-	// move interval the crawler stays and says when it moves.
-	setVMIPhase(t, vmi, kubevirtv1.Running, to)
-	endProbe(t, c, first)
-	eventually(t, "a MoveDeferred Event", func() (bool, string) {
-		evs := events(t, c)
-		return slices.ContainsFunc(evs, func(e string) bool { return strings.HasPrefix(e, isov1.EventReasonMoveDeferred+": ") }), fmt.Sprint(evs)
-	})
-	if get(t, c); c.Status.Placement.Node != to || len(moves(t, c)) != 1 {
-		t.Fatalf("moved again within the minimum interval: node %s, %v", c.Status.Placement.Node, moves(t, c))
-	}
-	clk.Step(time.Hour + time.Minute)
-	touch(t, vmi, "after the interval")
-	waitForCrawler(t, c, "the second move, back to "+from, func(c *isov1.CrawlerVM) bool {
-		return c.Status.Placement.Node == from && c.Status.LastRemediation.To == from
-	})
-	if got := moves(t, c); len(got) != 2 {
-		t.Errorf("%d Moved Events for two refuting probes, want 2: %v", len(got), got)
 	}
 }
 

@@ -31,8 +31,10 @@ import (
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/inventory"
+	"isochron.io/isochron/internal/move"
 	"isochron.io/isochron/internal/placement"
 	"isochron.io/isochron/internal/render"
+	"isochron.io/isochron/internal/sizing"
 	"isochron.io/isochron/internal/slo"
 )
 
@@ -59,6 +61,8 @@ type CrawlerVMReconciler struct {
 	// minMoveInterval is the least time between two moves of one crawler under
 	// onRefuted Replace.
 	minMoveInterval time.Duration
+	// refutedMemory is how long a node that refuted a crawler is kept from its moves.
+	refutedMemory time.Duration
 	// apiPollInterval is how often an optional API the operator waits for is looked for.
 	apiPollInterval time.Duration
 	// sharedNetworks are the namespaces whose RT networks every namespace may use.
@@ -99,6 +103,12 @@ func WithMinMoveInterval(d time.Duration) Option {
 	return func(r *CrawlerVMReconciler) { r.minMoveInterval = d }
 }
 
+// WithRefutedNodeMemory sets how long a node where a probe refuted a crawler's SLO is
+// kept from the crawler's moves (default move.DefaultRefutedMemory).
+func WithRefutedNodeMemory(d time.Duration) Option {
+	return func(r *CrawlerVMReconciler) { r.refutedMemory = d }
+}
+
 // WithAPIPollInterval sets how often the operator asks whether an optional API it waits
 // for is served (default DefaultAPIPollInterval).
 func WithAPIPollInterval(d time.Duration) Option {
@@ -133,6 +143,7 @@ func NewCrawlerVMReconciler(mgr ctrl.Manager, opts ...Option) *CrawlerVMReconcil
 		ledger:          placement.NewLedger(),
 
 		minMoveInterval: slo.DefaultMinMoveInterval,
+		refutedMemory:   move.DefaultRefutedMemory,
 	}
 	for _, o := range opts {
 		o(r)
@@ -158,6 +169,7 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		if apierrors.IsNotFound(err) {
 			r.metrics.forget(req.Namespace, req.Name)
 			r.ledger.Remove(req.Namespace + "/" + req.Name)
+			r.ledger.Remove(inventory.LeavingKey(req.Namespace + "/" + req.Name))
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -182,29 +194,37 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	// A Service that cannot be had (its IP range full) does not hold the VMI back: its
 	// agent then finds the gateway by name, and the error retries the Service.
 	gatewayIP, svcErr := r.ensureProbeService(ctx, cvm)
-	running, err := r.runVM(ctx, cvm, gatewayIP)
+	running, err := r.runVM(ctx, cvm, st, gatewayIP)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if svcErr != nil {
 		return ctrl.Result{}, svcErr
 	}
-	after, err := r.runProbes(ctx, cvm, st, running)
+	// A moving crawler is measured again where it arrives: no probe, no remediation and
+	// no evacuation while it moves.
+	steady := running
+	if cvm.Status.Move != nil {
+		steady = nil
+	}
+	after, err := r.runProbes(ctx, cvm, st, steady)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	moved, wait, err := r.remediate(ctx, cvm, st, running)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if moved {
-		// The reservation moved: replace the VMI now (the old one is deleted; the new one
-		// is created on the new node once it is gone).
-		_, err := r.runVM(ctx, cvm, gatewayIP)
-		return ctrl.Result{}, err
-	}
-	if wait > 0 && (after == 0 || wait < after) {
-		after = wait
+	for _, act := range []func() (time.Duration, error){
+		func() (time.Duration, error) { return r.evacuate(ctx, cvm, st, steady) },
+		func() (time.Duration, error) { _, wait, err := r.remediate(ctx, cvm, st, steady); return wait, err },
+	} {
+		wait, err := act()
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if wait > 0 && (after == 0 || wait < after) {
+			after = wait
+		}
+		if cvm.Status.Move != nil {
+			break // moving: the move's next step comes with KubeVirt's next report
+		}
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
 }
@@ -269,6 +289,7 @@ func (r *CrawlerVMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&isov1.CrawlerVM{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, reservationChanged))).
 		Owns(&kubevirtv1.VirtualMachine{}).
+		Owns(&kubevirtv1.VirtualMachineInstanceMigration{}).
 		// A crawler's VMIs are its VM's (KubeVirt controls them); they carry its label.
 		Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(byCrawlerLabel)).
 		Owns(&batchv1.Job{}).
@@ -388,10 +409,10 @@ func onNodeNamed(_, obj client.Object) []crawlers { return []crawlers{onNode(obj
 func all(_, _ client.Object) []crawlers { return []crawlers{{}} }
 
 // neighboursOfMove are the crawlers, other than the one that moved, on the nodes it left
-// and arrived on.
+// and arrived on, and on the one it holds while it moves.
 func neighboursOfMove(old, obj client.Object) []crawlers {
 	var out []crawlers
-	for _, n := range []string{placedOn(old), placedOn(obj)} {
+	for _, n := range []string{placedOn(old), placedOn(obj), reservationOf(old).leaving, reservationOf(obj).leaving} {
 		if n != "" {
 			sel := onNode(n)
 			sel.keep = func(c *isov1.CrawlerVM) bool { return c.UID != obj.GetUID() }
@@ -466,10 +487,13 @@ func holds(o client.Object) bool {
 	return ok && inventory.Holds(p)
 }
 
-// movedNode selects updates of a CrawlerVM that changed the node it is placed on.
+// movedNode selects updates of a CrawlerVM that changed the node it is placed on, or the
+// one it holds while it moves.
 var movedNode = predicate.Funcs{
-	CreateFunc:  func(event.CreateEvent) bool { return false },
-	UpdateFunc:  func(e event.UpdateEvent) bool { return placedOn(e.ObjectOld) != placedOn(e.ObjectNew) },
+	CreateFunc: func(event.CreateEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return placedOn(e.ObjectOld) != placedOn(e.ObjectNew) || reservationOf(e.ObjectOld).leaving != reservationOf(e.ObjectNew).leaving
+	},
 	DeleteFunc:  func(event.DeleteEvent) bool { return false },
 	GenericFunc: func(event.GenericEvent) bool { return false },
 }
@@ -567,14 +591,22 @@ var reservationChanged = predicate.Funcs{
 	GenericFunc: func(event.GenericEvent) bool { return false },
 }
 
-// reservationOf is the node and size a crawler holds, zero for none.
-func reservationOf(o client.Object) placement.Resident {
+// reservation is what a crawler holds: its size on its node, and the node it leaves while
+// it moves.
+type reservation struct {
+	node, leaving string
+	sizing        sizing.Result
+}
+
+// reservationOf is the reservation a crawler holds, zero for none.
+func reservationOf(o client.Object) reservation {
 	c, ok := o.(*isov1.CrawlerVM)
 	if !ok {
-		return placement.Resident{}
+		return reservation{}
 	}
 	res, _ := inventory.Resident(c)
-	return placement.Resident{Node: res.Node, Sizing: res.Sizing}
+	l, _ := inventory.Leaving(c)
+	return reservation{node: res.Node, leaving: l.Node, sizing: res.Sizing}
 }
 
 // nodeCapacityChanged ignores the heartbeats that make up most Node updates.

@@ -31,7 +31,9 @@ import (
 // persisted after the lock is released, with an optimistic lock, and forgotten from the
 // ledger when that fails (a stale copy, a conflicting write), to be decided again.
 func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter) (bool, error) {
-	if r.isPlaced(cvm) && !vfioChanged(cvm, r.vfio(ctx, cvm)) {
+	// A spec change waits for a move in progress to end: the move keeps the VM's size,
+	// and a second decision would pull the crawler away from a migration under way.
+	if (r.isPlaced(cvm) && !vfioChanged(cvm, r.vfio(ctx, cvm))) || (cvm.Status.Move != nil && cvm.Status.Placement != nil) {
 		inv, err := r.gatherNode(ctx, cvm.Status.Placement.Node)
 		if err != nil {
 			return true, err
@@ -65,6 +67,10 @@ func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, s
 // kept planner has committed. It returns whether
 // the reconcile is done (nothing held) and the undo that forgets the assumption.
 func (r *CrawlerVMReconciler) recordDecision(cvm *isov1.CrawlerVM, d placement.Decision, kept *plannedLedger) (bool, func()) {
+	prev := ""
+	if held := cvm.Status.Placement; held != nil && cvm.Status.VMI != nil {
+		prev = held.Node // a VM of the previous spec runs there
+	}
 	out := applyDecision(cvm, d)
 	result := "placed"
 	if !d.Placed() {
@@ -77,8 +83,20 @@ func (r *CrawlerVMReconciler) recordDecision(cvm *isov1.CrawlerVM, d placement.D
 	if !d.Placed() {
 		return out.done, func() {} // the reservation is unchanged: nothing to assume or undo
 	}
+	if held := cvm.Status.Placement; held != nil && prev != "" && prev != held.Node {
+		// A spec change moved the crawler: it moves by the route every move takes, holding
+		// the node it runs on until it has arrived.
+		cvm.Status.Move = &isov1.Move{Reason: isov1.MoveSpecChange, Mode: isov1.MoveLive, From: prev, To: held.Node,
+			StartTime: metav1.NewTime(r.clock.Now().UTC().Truncate(time.Second)),
+			Message:   fmt.Sprintf("spec generation %d no longer fits node %s", cvm.Generation, prev)}
+		setCondition(cvm, isov1.ConditionMoving, true, isov1.ReasonMigrating, fmt.Sprintf("moving from node %s to node %s: %s", prev, held.Node, cvm.Status.Move.Message))
+	}
 	res, _ := inventory.Resident(cvm)
 	undo, gen, exact := r.ledger.AssumeAt(res, kept.gen)
+	if leaving, ok := inventory.Leaving(cvm); ok {
+		undoLeaving := r.ledger.AssumeAll([]placement.Resident{leaving}, nil)
+		undo, exact = func() { undoLeaving(); undo() }, false
+	}
 	if exact {
 		kept.gen = gen // the kept planner committed the same decision
 	} else {

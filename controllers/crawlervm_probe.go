@@ -18,6 +18,7 @@ import (
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/format"
+	"isochron.io/isochron/internal/move"
 	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/slo"
 )
@@ -41,7 +42,7 @@ func (r *CrawlerVMReconciler) runProbes(ctx context.Context, cvm *isov1.CrawlerV
 	}
 	st := slo.State{Now: r.clock.Now(), Last: cvm.Status.LastProbe}
 	if running != nil {
-		st.VMIUID = string(running.UID)
+		st.VMIUID, st.Node = string(running.UID), running.Status.NodeName
 	}
 	if len(active) > 0 {
 		a := active[0]
@@ -98,6 +99,13 @@ func (r *CrawlerVMReconciler) record(ctx context.Context, cvm *isov1.CrawlerVM, 
 		return err
 	}
 	cvm.Status.LastProbe = &res
+	if res.Verdict == isov1.VerdictRefuted && res.Node != "" {
+		ref := isov1.Refutation{Node: res.Node, Job: res.Job, Time: *res.CompletionTime}
+		if res.IntervalError != nil {
+			ref.IntervalError = &metav1.Duration{Duration: res.IntervalError.AtObjective.Duration}
+		}
+		cvm.Status.RefutedOn = move.Remember(cvm.Status.RefutedOn, ref, r.clock.Now(), r.refutedMemory)
+	}
 	w.after(func() { r.metrics.probeRuns.WithLabelValues(string(res.Verdict)).Inc() })
 	kind := corev1.EventTypeWarning
 	if res.Verdict == isov1.VerdictConfirmed {

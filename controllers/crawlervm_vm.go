@@ -30,8 +30,9 @@ import (
 // how its VMI runs (Ready). KubeVirt starts, restarts and live-updates the VMI; isochron
 // writes the VM (render.PlanVMWrite), restarts a VMI once when KubeVirt cannot apply a
 // changed input to it, and brings a bare VMI of an earlier release under its VM running
-// (adoptVMI). It returns the VMI when it runs, else nil.
-func (r *CrawlerVMReconciler) runVM(ctx context.Context, cvm *isov1.CrawlerVM, gatewayIP string) (*kubevirtv1.VirtualMachineInstance, error) {
+// (adoptVMI); a move in progress takes its next step (carryOutMove). It returns the VMI
+// when it runs, else nil.
+func (r *CrawlerVMReconciler) runVM(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter, gatewayIP string) (*kubevirtv1.VirtualMachineInstance, error) {
 	held := cvm.Status.Placement
 	size, ok := inventory.Resident(cvm)
 	if !ok {
@@ -119,23 +120,13 @@ func (r *CrawlerVMReconciler) runVM(ctx context.Context, cvm *isov1.CrawlerVM, g
 	if vmi == nil || !metav1.IsControlledBy(vmi, vm) {
 		ok, reason, msg := vmReadiness(vm, nil)
 		r.setReady(cvm, ok, reason, msg)
-		return nil, nil
+		return nil, r.carryOutMove(ctx, cvm, st, vm, nil)
 	}
 	if vmi.Status.VirtualMachineRevisionName == "" {
 		// Adopted: give KubeVirt the start revision it keeps for the VMIs it starts.
 		if err := r.recordStartRevision(ctx, vm, vmi); err != nil {
 			return nil, err
 		}
-	}
-	if on := vmi.Status.NodeName; on != "" && on != held.Node && vmi.DeletionTimestamp.IsZero() {
-		// Moved: the VMI restarts on the node the VM's template now names.
-		if err := r.Delete(ctx, vmi, client.Preconditions{UID: &vmi.UID}); client.IgnoreNotFound(err) != nil {
-			return nil, fmt.Errorf("restarting VMI %s on node %s: %w", vmi.Name, held.Node, err)
-		}
-		why := fmt.Sprintf("the crawler moved from node %s to node %s", on, held.Node)
-		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.ReasonVMIReplacing, "Restarting VMI %s: %s", vmi.Name, why)
-		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonVMIReplacing, fmt.Sprintf("%s; VMI %s restarts there", why, vmi.Name))
-		return nil, nil
 	}
 	if restartForInputs(vm, vmi) {
 		// A changed input KubeVirt cannot apply to the running VMI: it starts the new one
@@ -157,6 +148,9 @@ func (r *CrawlerVMReconciler) runVM(ctx context.Context, cvm *isov1.CrawlerVM, g
 		}
 	}
 	r.setReady(cvm, ok, reason, msg)
+	if err := r.carryOutMove(ctx, cvm, st, vm, vmi); err != nil {
+		return nil, err
+	}
 	if !ok {
 		return nil, nil
 	}
@@ -314,13 +308,7 @@ func restartForInputs(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMach
 	if !vmi.DeletionTimestamp.IsZero() || vm.Spec.Template == nil {
 		return false
 	}
-	restart := false
-	for _, c := range vm.Status.Conditions {
-		if c.Type == kubevirtv1.VirtualMachineRestartRequired && c.Status == corev1.ConditionTrue {
-			restart = true
-		}
-	}
-	return restart && vmi.Annotations[isov1.AnnotationVMInputs] != vm.Spec.Template.ObjectMeta.Annotations[isov1.AnnotationVMInputs]
+	return restartRequired(vm) && vmi.Annotations[isov1.AnnotationVMInputs] != vm.Spec.Template.ObjectMeta.Annotations[isov1.AnnotationVMInputs]
 }
 
 // getOrNil reads obj by key from the cache, nil when there is none.

@@ -184,9 +184,7 @@ func podNodeIndex(o client.Object) []string {
 func residents(cvms []isov1.CrawlerVM) []placement.Resident {
 	out := make([]placement.Resident, 0, len(cvms))
 	for i := range cvms {
-		if res, ok := inventory.Resident(&cvms[i]); ok {
-			out = append(out, res)
-		}
+		out = append(out, inventory.Residents(&cvms[i])...)
 	}
 	return out
 }
@@ -206,13 +204,20 @@ func (r *CrawlerVMReconciler) buildLedger(ctx context.Context) error {
 	return nil
 }
 
-// observe takes in the cache's copy of a crawler: its reservation, or none.
+// observe takes in the cache's copy of a crawler: its reservation, or none, and the one
+// it keeps on the node it leaves while it moves.
 func (r *CrawlerVMReconciler) observe(cvm *isov1.CrawlerVM) {
+	key := cvm.Namespace + "/" + cvm.Name
 	if res, ok := inventory.Resident(cvm); ok {
-		r.ledger.Observe(res.Key, &res)
-		return
+		r.ledger.Observe(key, &res)
+	} else {
+		r.ledger.Observe(key, nil)
 	}
-	r.ledger.Observe(cvm.Namespace+"/"+cvm.Name, nil)
+	if res, ok := inventory.Leaving(cvm); ok {
+		r.ledger.Observe(res.Key, &res)
+	} else {
+		r.ledger.Observe(inventory.LeavingKey(key), nil)
+	}
 }
 
 func (inv *clusterInventory) hasNode(name string) bool {

@@ -123,8 +123,8 @@ func newMetrics(start time.Time) *metrics {
 		}),
 		moves: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "isochron_crawler_moves_total",
-			Help: "What isochron did about refuting probes under spec.placement.onRefuted Replace: moved (re-placed on another node) or stayed (no other node fits).",
-		}, []string{"result"}),
+			Help: "Moves of crawlers to another node, by reason (Refuted, Evacuation, SpecChange), mode (Live, Cold; \"\" for NoNode) and result: Succeeded or Failed when a move ended, NoNode when a crawler had to move and no node fits it.",
+		}, []string{"reason", "mode", "result"}),
 		calibrationSamples: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "isochron_calibration_samples_total",
 			Help: "Conclusive probes recorded in their node's calibration, by verdict (Confirmed, Refuted).",
@@ -132,8 +132,9 @@ func newMetrics(start time.Time) *metrics {
 		start:   start,
 		counted: map[string]string{},
 	}
-	m.moves.WithLabelValues(moveMoved)
-	m.moves.WithLabelValues(moveStayed)
+	for _, reason := range []isov1.MoveReason{isov1.MoveRefuted, isov1.MoveEvacuation, isov1.MoveSpecChange} {
+		m.moves.WithLabelValues(string(reason), string(isov1.MoveLive), string(isov1.MoveSucceeded))
+	}
 	m.calibrationSamples.WithLabelValues(string(isov1.VerdictConfirmed))
 	m.calibrationSamples.WithLabelValues(string(isov1.VerdictRefuted))
 	// Every result from 0, so that rates work from the start.

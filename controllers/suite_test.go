@@ -23,6 +23,7 @@ import (
 	"isochron.io/isochron/controllers"
 	"isochron.io/isochron/internal/slo"
 	"isochron.io/isochron/test/support/testenv"
+	"isochron.io/isochron/test/support/virtsim"
 )
 
 // The suite runs on a real kube-apiserver and etcd (envtest, binaries built by
@@ -35,6 +36,8 @@ var (
 	// clk is the reconciler's clock: the real time plus what a test stepped it by, so
 	// that a test steps through a backoff instead of sleeping through it.
 	clk = &steppedClock{}
+	// kv plays KubeVirt's VM and migration controllers (virtsim).
+	kv *virtsim.Sim
 )
 
 // steppedClock is the real clock moved on by Step.
@@ -74,7 +77,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer env.Stop()
-	cfg, k8s, scheme = env.Config, env.Client, env.Scheme
+	cfg, k8s, scheme, kv = env.Config, env.Client, env.Scheme, env.KubeVirt
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -18,6 +18,11 @@ const (
 	// message gives the figure and the model's term; False while it is within; absent
 	// while the crawler holds no node.
 	ConditionAtRisk = "AtRisk"
+	// ConditionMoving is True while isochron moves the crawler to another node
+	// (status.move; Ready stays True through a live migration), False once the last move
+	// ended (status.lastMove: moved, or failed and when it is tried again, or blocked:
+	// no node can take it); absent until the crawler first moves.
+	ConditionMoving = "Moving"
 	// ConditionReconciling is present (True) while the crawler is being placed or its
 	// VMI is starting or being replaced: kstatus reads it as InProgress.
 	ConditionReconciling = "Reconciling"
@@ -83,6 +88,23 @@ const (
 	// ReasonInvalid: the VMI cannot be rendered from the spec, or a VMI of the crawler's
 	// name exists that this CrawlerVM does not own.
 	ReasonInvalid = "Invalid"
+)
+
+// Reasons of the Moving condition.
+const (
+	// ReasonMigrating: a live migration moves the running VMI to the node the model chose.
+	ReasonMigrating = "Migrating"
+	// ReasonRestartingElsewhere: the VMI restarts on the node the model chose (it did not
+	// run, or KubeVirt reports it not live-migratable; the message says which).
+	ReasonRestartingElsewhere = "RestartingElsewhere"
+	// ReasonMoved: the last move ended with the crawler running on its new node.
+	ReasonMoved = "Moved"
+	// ReasonMoveFailed: the last move failed (the migration's reason); the crawler runs
+	// where it ran, and the move is tried again at the time the message gives.
+	ReasonMoveFailed = "MoveFailed"
+	// ReasonMoveBlocked: the crawler must leave its node (a drain) and no node can take it
+	// within every crawler's budget; the message says what is missing. The drain waits.
+	ReasonMoveBlocked = "MoveBlocked"
 )
 
 // Reasons of the Reconciling condition of their own (it otherwise copies Ready's).
@@ -158,9 +180,10 @@ const (
 	EventReasonProbeInconclusive = "ProbeInconclusive"
 	EventReasonProbeFailed       = "ProbeFailed"
 	EventReasonProbeTimedOut     = "ProbeTimedOut"
-	// EventReasonMoved: under onRefuted Replace, a refuted crawler was re-placed on
-	// another node; its VMI is recreated there.
-	EventReasonMoved = "Moved"
+	// EventReasonMoving: isochron re-placed the crawler on another node (a refuting probe
+	// under onRefuted Replace, a drain, a spec change) and moves it there; the Events
+	// ReasonMoved and ReasonMoveFailed tell how the move ended.
+	EventReasonMoving = "Moving"
 	// EventReasonNoBetterNode: under onRefuted Replace, no other node is predicted to
 	// fit a refuted crawler; it stays where it is.
 	EventReasonNoBetterNode = "NoBetterNode"

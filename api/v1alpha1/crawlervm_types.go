@@ -268,7 +268,7 @@ const (
 )
 
 // ProbeTrigger is why a probe ran.
-// +kubebuilder:validation:Enum=Start;SpecChange;Schedule;Retry
+// +kubebuilder:validation:Enum=Start;SpecChange;Moved;Schedule;Retry
 type ProbeTrigger string
 
 const (
@@ -276,6 +276,9 @@ const (
 	TriggerStart ProbeTrigger = "Start"
 	// TriggerSpecChange: the spec changed while the VMI ran.
 	TriggerSpecChange ProbeTrigger = "SpecChange"
+	// TriggerMoved: the VMI was live-migrated to another node, where no probe has
+	// measured it yet.
+	TriggerMoved ProbeTrigger = "Moved"
 	// TriggerSchedule: spec.probe.schedule fired.
 	TriggerSchedule ProbeTrigger = "Schedule"
 	// TriggerRetry: the last probe of the spec failed or timed out, and its backoff
@@ -301,6 +304,12 @@ type ProbeResult struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
 	VMIUID string `json:"vmiUID,omitempty"`
+	// node is the node the VMI ran on while the probe measured it (a live migration moves
+	// the same VMI); absent for probes of releases that did not record it.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Node string `json:"node,omitempty"`
 	// startTime is when the probe Job was created.
 	// +required
 	StartTime metav1.Time `json:"startTime,omitzero"` //nolint:kubeapilinter // requiredfields: the operator always sets it from the Job's creation time; omitzero omits an unset one, which the API server then refuses.
@@ -409,7 +418,7 @@ type CrawlerVMStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=type
-	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:MaxItems=12
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
 	// observedGeneration is the spec generation the status describes.
@@ -438,6 +447,24 @@ type CrawlerVMStatus struct {
 	// spec.placement.onRefuted Replace: the move, or why the crawler stayed.
 	// +optional
 	LastRemediation *Remediation `json:"lastRemediation,omitempty"`
+
+	// move is the move of the crawler to another node that isochron is carrying out: the
+	// crawler holds its reservation on both nodes until it ends (status.placement is the
+	// node it moves to).
+	// +optional
+	Move *Move `json:"move,omitempty"`
+
+	// lastMove is how the crawler's last move ended.
+	// +optional
+	LastMove *MoveRecord `json:"lastMove,omitempty"`
+
+	// refutedOn are the nodes where a probe refuted the crawler's SLO recently, newest
+	// first: no move takes the crawler back to one of them while it is remembered
+	// (docs/availability.md says for how long).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	RefutedOn []Refutation `json:"refutedOn,omitempty"`
 
 	// rtNIC is how the NIC agent of the crawler's node schedules its RT-NIC on the
 	// host's uplink, and what its feedback changed. Written by the agent alone.
@@ -511,6 +538,154 @@ type Remediation struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
 	Message string `json:"message,omitempty"`
+}
+
+// MoveReason is why isochron moves a crawler to another node.
+// +kubebuilder:validation:Enum=Refuted;Evacuation;SpecChange
+type MoveReason string
+
+const (
+	// MoveRefuted: a probe refuted the crawler's SLO on its node, and its
+	// spec.placement.onRefuted is Replace.
+	MoveRefuted MoveReason = "Refuted"
+	// MoveEvacuation: the crawler's node is being drained (an eviction of its launcher
+	// pod marked the VMI for evacuation: evictionStrategy External).
+	MoveEvacuation MoveReason = "Evacuation"
+	// MoveSpecChange: a spec change no longer fits the node the crawler runs on (its
+	// node selector, its tolerations, or the size it needs now).
+	MoveSpecChange MoveReason = "SpecChange"
+)
+
+// MoveMode is how a move is carried out.
+// +kubebuilder:validation:Enum=Live;Cold
+type MoveMode string
+
+const (
+	// MoveLive: a live migration of the running VMI (the same VMI, one stop-and-copy
+	// pause of the guest).
+	MoveLive MoveMode = "Live"
+	// MoveCold: the VMI restarts on the new node (it does not run, or KubeVirt reports it
+	// not live-migratable).
+	MoveCold MoveMode = "Cold"
+)
+
+// MoveResult is how a move ended.
+// +kubebuilder:validation:Enum=Succeeded;Failed
+type MoveResult string
+
+const (
+	// MoveSucceeded: the crawler runs on the node it moved to.
+	MoveSucceeded MoveResult = "Succeeded"
+	// MoveFailed: the migration failed or was aborted; the crawler runs where it ran, and
+	// the move is tried again after a backoff while its reason holds.
+	MoveFailed MoveResult = "Failed"
+)
+
+// Move is a move of the crawler from one node to another.
+type Move struct {
+	// reason is why the crawler moves: Refuted, Evacuation or SpecChange.
+	// +required
+	Reason MoveReason `json:"reason,omitempty"`
+	// mode is Live (a live migration) or Cold (a restart on the new node).
+	// +required
+	Mode MoveMode `json:"mode,omitempty"`
+	// from is the node the crawler leaves; it holds its reservation there until the move
+	// ends.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	From string `json:"from,omitempty"`
+	// to is the node the crawler moves to, chosen by the contention model.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	To string `json:"to,omitempty"`
+	// migration is the VirtualMachineInstanceMigration that carries out a live move, in
+	// the crawler's namespace, once created.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Migration string `json:"migration,omitempty"`
+	// startTime is when isochron decided the move.
+	// +required
+	StartTime metav1.Time `json:"startTime,omitzero"` //nolint:kubeapilinter // requiredfields: the operator always sets it; omitzero omits an unset one, which the API server then refuses.
+	// message says why the crawler moves there, and why cold when it does.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	Message string `json:"message,omitempty"`
+}
+
+// MoveRecord is how a move ended.
+type MoveRecord struct {
+	// reason is why the crawler moved: Refuted, Evacuation or SpecChange.
+	// +required
+	Reason MoveReason `json:"reason,omitempty"`
+	// mode is Live or Cold.
+	// +required
+	Mode MoveMode `json:"mode,omitempty"`
+	// from is the node the crawler left, or was to leave.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	From string `json:"from,omitempty"`
+	// to is the node the crawler moved, or was to move, to.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	To string `json:"to,omitempty"`
+	// migration is the VirtualMachineInstanceMigration of a live move.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Migration string `json:"migration,omitempty"`
+	// result is Succeeded or Failed.
+	// +required
+	Result MoveResult `json:"result,omitempty"`
+	// startTime is when isochron decided the move.
+	// +required
+	StartTime metav1.Time `json:"startTime,omitzero"` //nolint:kubeapilinter // requiredfields: the operator always sets it; omitzero omits an unset one, which the API server then refuses.
+	// endTime is when the move ended.
+	// +required
+	EndTime metav1.Time `json:"endTime,omitzero"` //nolint:kubeapilinter // requiredfields: the operator always sets it; omitzero omits an unset one, which the API server then refuses.
+	// migrationTime is how long KubeVirt's live migration ran, from the start of the
+	// transfer to the guest running on the new node (the VMI's migration state); absent
+	// for a cold move.
+	// +optional
+	MigrationTime *metav1.Duration `json:"migrationTime,omitempty"`
+	// failures is how many moves in a row, this one included, failed; absent after one
+	// that succeeded. It sets the backoff before the next try (retryAfter).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	Failures int32 `json:"failures,omitempty"`
+	// retryAfter is when a failed move may be tried again.
+	// +optional
+	RetryAfter *metav1.Time `json:"retryAfter,omitempty"`
+	// message says how the move went: what it cost, or why it failed.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	Message string `json:"message,omitempty"`
+}
+
+// Refutation is a node where a probe refuted the crawler's SLO.
+type Refutation struct {
+	// node is the node the probe measured the crawler on.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Node string `json:"node,omitempty"`
+	// job is the refuting probe Job.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Job string `json:"job,omitempty"`
+	// time is when the probe's result was read.
+	// +required
+	Time metav1.Time `json:"time,omitzero"` //nolint:kubeapilinter // requiredfields: the operator always sets it; omitzero omits an unset one, which the API server then refuses.
+	// intervalError is the interval error the probe measured at the objective percentile.
+	// +optional
+	IntervalError *metav1.Duration `json:"intervalError,omitempty"`
 }
 
 // Sizing is the size chosen for a crawler's VM.

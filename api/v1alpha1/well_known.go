@@ -32,12 +32,13 @@ const (
 	// before it owned VMs annotated the bare VMIs they created; read when a crawler's VM
 	// adopts such a VMI.
 	AnnotationVMIInputs = "isochron.io/vmi-inputs"
-	// AnnotationProbeTrigger, AnnotationProbeGeneration and AnnotationProbeVMIUID record
-	// on a probe Job why it runs (ProbeTrigger), which spec generation and which VMI it
-	// measures.
+	// AnnotationProbeTrigger, AnnotationProbeGeneration, AnnotationProbeVMIUID and
+	// AnnotationProbeNode record on a probe Job why it runs (ProbeTrigger), which spec
+	// generation, which VMI and on which node it measures.
 	AnnotationProbeTrigger    = "isochron.io/probe-trigger"
 	AnnotationProbeGeneration = "isochron.io/probe-generation"
 	AnnotationProbeVMIUID     = "isochron.io/probe-vmi-uid"
+	AnnotationProbeNode       = "isochron.io/probe-node"
 )
 
 // AnnotationMultusResourceName is Multus's annotation on a NetworkAttachmentDefinition

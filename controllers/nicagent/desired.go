@@ -37,7 +37,7 @@ type Skipped struct {
 }
 
 // Desired is what the agent of node programs: the RT-NICs of the crawlers placed on
-// node, grouped by uplink, in a deterministic order. Crawlers whose network is missing
+// node, or moving from it, grouped by uplink, in a deterministic order. Crawlers whose network is missing
 // or an SR-IOV network (a VF bypasses the host's qdiscs) are skipped with the reason.
 func Desired(node string, crawlers []isov1.CrawlerVM, nads []nadv1.NetworkAttachmentDefinition) ([]Uplink, []Skipped) {
 	byKey := map[types.NamespacedName]*nadv1.NetworkAttachmentDefinition{}
@@ -48,8 +48,11 @@ func Desired(node string, crawlers []isov1.CrawlerVM, nads []nadv1.NetworkAttach
 	var skipped []Skipped
 	for i := range crawlers {
 		c := &crawlers[i]
+		// A moving crawler's RT-NIC is scheduled on both nodes until its move ends: its
+		// guest runs on the one it leaves until the migration switches over.
 		res, held := inventory.Resident(c)
-		if !held || res.Node != node || c.Spec.RTNIC == nil {
+		leaving, moving := inventory.Leaving(c)
+		if !held || (res.Node != node && (!moving || leaving.Node != node)) || c.Spec.RTNIC == nil {
 			continue
 		}
 		key := c.Namespace + "/" + c.Name

@@ -142,6 +142,38 @@ func Resident(c *isov1.CrawlerVM) (placement.Resident, bool) {
 	return placement.Resident{Key: key, Node: p.Node, Sizing: r, Workload: placement.Workload(key, d, r)}, true
 }
 
+// LeavingKey is the key of the reservation a moving crawler keeps on the node it leaves
+// (Leaving), beside its own key's on the node it moves to.
+func LeavingKey(key string) string { return key + " (leaving)" }
+
+// Leaving is the reservation a moving crawler keeps on the node it leaves until its move
+// ends (status.move.from): kube-scheduler and KubeVirt count both of its virt-launcher
+// pods, and its guest runs there until the migration's switch-over. False when the
+// crawler is not moving.
+func Leaving(c *isov1.CrawlerVM) (placement.Resident, bool) {
+	m := c.Status.Move
+	res, ok := Resident(c)
+	if m == nil || !ok || m.From == "" || m.From == res.Node {
+		return placement.Resident{}, false
+	}
+	res.Key, res.Node = LeavingKey(res.Key), m.From
+	res.Workload.Key = res.Key
+	return res, true
+}
+
+// Residents are every reservation the crawler holds: Resident, and Leaving while it moves.
+func Residents(c *isov1.CrawlerVM) []placement.Resident {
+	res, ok := Resident(c)
+	if !ok {
+		return nil
+	}
+	out := []placement.Resident{res}
+	if l, ok := Leaving(c); ok {
+		out = append(out, l)
+	}
+	return out
+}
+
 // Demand is a CrawlerVM's spec as what sizing and placement decide on: the one place a
 // spec becomes plain values, its objective parsed.
 func Demand(spec *isov1.CrawlerVMSpec) sizing.Demand {

@@ -64,7 +64,7 @@ const (
 // search (Planner.allowed) and the explanation of an unplaced crawler (reason) share.
 func constraint(d *decision, n *Node) misfit {
 	switch {
-	case n.Name == d.req.Avoid:
+	case d.avoid[n.Name] != "":
 		return misfitAvoided
 	case n.Unschedulable:
 		return misfitCordoned
@@ -87,7 +87,7 @@ func constraint(d *decision, n *Node) misfit {
 func (m misfit) reason(d *decision, n *Node) string {
 	switch m {
 	case misfitAvoided:
-		return "a probe refuted the crawler's SLO there"
+		return d.avoid[n.Name]
 	case misfitCordoned:
 		return "node is cordoned"
 	case misfitSelector:

@@ -20,7 +20,7 @@ func TestConstraint(t *testing.T) {
 		reason string
 	}{
 		{"fits", Node{Name: "a", Labels: rt}, Request{}, fitsNode, ""},
-		{"refuted there", Node{Name: "a", Labels: rt}, Request{Avoid: "a"}, misfitAvoided, "a probe refuted the crawler's SLO there"},
+		{"refuted there", Node{Name: "a", Labels: rt}, Request{Avoid: []Avoid{{Node: "a", Why: "a probe refuted the crawler's SLO there"}}}, misfitAvoided, "a probe refuted the crawler's SLO there"},
 		{"cordoned", Node{Name: "a", Labels: rt, Unschedulable: true}, Request{}, misfitCordoned, "node is cordoned"},
 		{"selector", Node{Name: "a", Labels: rt}, Request{NodeSelector: map[string]string{"pool": "other"}}, misfitSelector, "spec.placement.nodeSelector does not match"},
 		{"taint", Node{Name: "a", Labels: rt, Taints: []corev1.Taint{taint}}, Request{}, misfitTaint, "taint rt=only:NoSchedule not tolerated by spec.placement.tolerations"},

@@ -38,6 +38,9 @@ type entry struct {
 	// assumed is set from a decision or the build until the cache shows the same
 	// reservation.
 	assumed bool
+	// gone marks a reservation this process released (AssumeAll's drop) until the cache
+	// shows it released: it holds nothing, and a stale copy does not bring it back.
+	gone bool
 }
 
 // NewLedger is a ledger not yet built: it observes nothing until Build.
@@ -67,11 +70,14 @@ func (l *Ledger) Build(residents []Resident) {
 
 // set puts e in the ledger, in place of the crawler's entry if any. Called with l.mu held.
 func (l *Ledger) set(e *entry) {
-	if old, ok := l.entries[e.res.Key]; !ok || !reflect.DeepEqual(old.res, e.res) {
+	if old, ok := l.entries[e.res.Key]; !ok || old.gone != e.gone || !reflect.DeepEqual(old.res, e.res) {
 		l.gen++
 	}
 	l.remove(e.res.Key)
 	l.entries[e.res.Key] = e
+	if e.gone {
+		return
+	}
 	if l.onNode[e.res.Node] == nil {
 		l.onNode[e.res.Node] = map[string]*entry{}
 	}
@@ -80,7 +86,7 @@ func (l *Ledger) set(e *entry) {
 
 // unset removes the crawler key's entry. Called with l.mu held.
 func (l *Ledger) unset(key string) {
-	if _, ok := l.entries[key]; ok {
+	if e, ok := l.entries[key]; ok && !e.gone {
 		l.gen++
 	}
 	l.remove(key)
@@ -88,6 +94,10 @@ func (l *Ledger) unset(key string) {
 
 func (l *Ledger) remove(key string) {
 	if e, ok := l.entries[key]; ok {
+		if e.gone {
+			delete(l.entries, key)
+			return
+		}
 		delete(l.onNode[e.res.Node], key)
 		if len(l.onNode[e.res.Node]) == 0 {
 			delete(l.onNode, e.res.Node)
@@ -121,7 +131,9 @@ func (l *Ledger) Snapshot() ([]Resident, uint64) {
 	defer l.mu.Unlock()
 	out := make([]Resident, 0, len(l.entries))
 	for _, e := range l.entries {
-		out = append(out, e.res)
+		if !e.gone {
+			out = append(out, e.res)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out, l.gen
@@ -169,13 +181,53 @@ func (l *Ledger) assume(res Resident) (undo func()) {
 	}
 }
 
+// AssumeAll records reservations rs, each for its key, and releases the keys of drop (a
+// crawler's decision that holds two nodes while it moves, or releases one when the move
+// ends); the undo restores what those keys held before.
+func (l *Ledger) AssumeAll(rs []Resident, drop []string) (undo func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	type was struct {
+		e   *entry
+		had bool
+	}
+	before := map[string]was{}
+	keep := func(key string) {
+		if _, ok := before[key]; !ok {
+			e, had := l.entries[key]
+			before[key] = was{e, had}
+		}
+	}
+	for _, r := range rs {
+		keep(r.Key)
+		l.set(&entry{res: r, assumed: true})
+	}
+	for _, key := range drop {
+		keep(key)
+		if e, ok := l.entries[key]; ok && !e.gone {
+			l.set(&entry{res: Resident{Key: key}, assumed: true, gone: true})
+		}
+	}
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for key, w := range before {
+			if w.had {
+				l.set(w.e)
+			} else {
+				l.unset(key)
+			}
+		}
+	}
+}
+
 // Assumed says whether the crawler key holds a reservation the cache has not shown yet:
 // its cached copy is older than this process's last decision for it.
 func (l *Ledger) Assumed(key string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e, ok := l.entries[key]
-	return ok && e.assumed
+	return ok && e.assumed && !e.gone
 }
 
 // Observe takes in what the informer cache shows of the crawler key: its reservation, or
@@ -190,6 +242,11 @@ func (l *Ledger) Observe(key string, res *Resident) {
 	}
 	e, ok := l.entries[key]
 	switch {
+	case ok && e.gone:
+		if res == nil {
+			l.remove(key) // the cache shows it released
+		}
+		// Otherwise the cache has not caught up with the release yet.
 	case ok && e.assumed && (res == nil || !sameReservation(e.res, *res)):
 		// The cache has not caught up with the decision yet.
 	case res == nil:

@@ -26,6 +26,11 @@ func TestLedger(t *testing.T) {
 	assume := func(r Resident) step { return func(l *Ledger) { l.Assume(r) } }
 	assumeAndFail := func(r Resident) step { return func(l *Ledger) { l.Assume(r)() } }
 	remove := func(key string) step { return func(l *Ledger) { l.Remove(key) } }
+	// A move: a at n2, and its reservation on n1, which it leaves, under a key of its own.
+	aLeaving := res("ns/a (leaving)", "n1", 2, 100)
+	moveA := func(l *Ledger) { l.AssumeAll([]Resident{a2, aLeaving}, nil) }
+	endMove := func(l *Ledger) { l.AssumeAll([]Resident{a2}, []string{aLeaving.Key}) }
+	failMoveWrite := func(l *Ledger) { l.AssumeAll([]Resident{a2}, []string{aLeaving.Key})() }
 	for _, tc := range []struct {
 		name        string
 		steps       []step
@@ -58,6 +63,20 @@ func TestLedger(t *testing.T) {
 			steps: []step{build(a1), observe("ns/a", &a1), observe("ns/a", &aFaster)}, want: []Resident{aFaster},
 		},
 		{name: "an assumed one is confirmed by the same reservation with a newer spec", steps: []step{build(a1), observe("ns/a", &aFaster)}, want: []Resident{aFaster}},
+		{name: "a move holds both nodes", steps: []step{build(a1), observe("ns/a", &a1), moveA}, want: []Resident{a2, aLeaving}, wantAssumed: []string{"ns/a"}},
+		{
+			name:  "a move's end releases the node left, and a stale cache does not bring it back",
+			steps: []step{build(a1), moveA, observe("ns/a", &a2), observe(aLeaving.Key, &aLeaving), endMove, observe(aLeaving.Key, &aLeaving)}, want: []Resident{a2},
+			wantAssumed: []string{"ns/a"}, // the end is a decision of its own, assumed until the cache shows it
+		},
+		{
+			name:  "the released node stays released once the cache shows it",
+			steps: []step{build(a1), moveA, endMove, observe(aLeaving.Key, nil), observe("ns/a", &a2)}, want: []Resident{a2},
+		},
+		{
+			name:  "an end that fails to persist holds both nodes again",
+			steps: []step{build(a1), moveA, observe("ns/a", &a2), observe(aLeaving.Key, &aLeaving), failMoveWrite}, want: []Resident{a2, aLeaving},
+		},
 		{name: "a deleted crawler releases its reservation", steps: []step{build(a1, b), remove("ns/a")}, want: []Resident{b}, wantAssumed: []string{"ns/b"}},
 		{name: "rebuilt: the list replaces everything", steps: []step{build(a1), assume(b), build(a2)}, want: []Resident{a2}, wantAssumed: []string{"ns/a"}},
 	} {

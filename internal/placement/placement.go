@@ -85,9 +85,16 @@ type Request struct {
 	Spread bool
 	// Current is the node the crawler is on now, "" if none.
 	Current string
-	// Avoid is a node the crawler must leave: a probe refuted its SLO there. "" for none.
-	Avoid string
+	// Avoid are nodes the crawler must not go to, each with why: a probe refuted its SLO
+	// there, the node is being drained.
+	Avoid []Avoid
+	// Size, when set, is the crawler's size on every node, whatever its class: a live
+	// migration moves the VM as it is, and the model judges that size on the target.
+	Size *sizing.Result
 }
+
+// Avoid is a node a crawler must not go to, and why (in words, for its messages).
+type Avoid struct{ Node, Why string }
 
 // Decision is the outcome of placing one crawler.
 type Decision struct {

@@ -62,6 +62,7 @@ func TestPlace(t *testing.T) {
 		residents []Resident
 		node      string // "" = not placed
 		reason    string // a part of the reason when not placed
+		wantNoFit bool
 	}{
 		"pack takes the fullest node that fits": {
 			req:       Request{Key: "bms/new", Demand: demand(400)},
@@ -187,13 +188,13 @@ func TestPlace(t *testing.T) {
 			reason: "0/3 nodes fit: a, b: spec.placement.nodeSelector does not match; c: taint gpu=:NoSchedule not tolerated by spec.placement.tolerations",
 		},
 		"a refuted crawler leaves the node it was refuted on": {
-			req:       Request{Key: "bms/me", Demand: demand(400), Current: "a", Avoid: "a"},
+			req:       Request{Key: "bms/me", Demand: demand(400), Current: "a", Avoid: []Avoid{{Node: "a", Why: "a probe refuted the crawler's SLO there"}}},
 			nodes:     []Node{rtNode("a", 18), rtNode("b", 18)},
 			residents: []Resident{resident("bms/me", "a", demand(400))},
 			node:      "b",
 		},
 		"a refuted crawler with nowhere else to go is told why": {
-			req:       Request{Key: "bms/me", Demand: demand(400), Current: "a", Avoid: "a"},
+			req:       Request{Key: "bms/me", Demand: demand(400), Current: "a", Avoid: []Avoid{{Node: "a", Why: "a probe refuted the crawler's SLO there"}}},
 			nodes:     []Node{rtNode("a", 18)},
 			residents: []Resident{resident("bms/me", "a", demand(400))},
 			reason:    "a: a probe refuted the crawler's SLO there",
@@ -211,10 +212,28 @@ func TestPlace(t *testing.T) {
 			req:    Request{Key: "bms/new", Demand: demand(100)},
 			reason: "no nodes",
 		},
+		"every node avoided, each for its reason": {
+			req: Request{Key: "bms/me", Demand: demand(400), Current: "a", Avoid: []Avoid{
+				{Node: "a", Why: "node is being drained"}, {Node: "b", Why: "probe Job p-1 refuted the crawler's SLO there"}}},
+			nodes:     []Node{rtNode("a", 18), rtNode("b", 18)},
+			residents: []Resident{resident("bms/me", "a", demand(400))},
+			reason:    "a: node is being drained; b: probe Job p-1 refuted the crawler's SLO there",
+		},
+		"a live move keeps the VM's size, and the model judges that size": {
+			// 1000 rps needs 4 vCPUs; moved as the 2-vCPU VM it is, it is over its budget
+			// on every node.
+			req:       Request{Key: "bms/me", Demand: demand(1000), Size: &sizing.Result{VCPUs: 2, HostCPUs: 3, CPURequestMilli: 2000, MemoryBytes: gi, HugepagesBytes: gi}},
+			nodes:     []Node{rtNode("a", 18)},
+			reason:    "a: ",
+			wantNoFit: true,
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			got := Place(tc.req, tc.nodes, tc.residents)
+			if tc.wantNoFit && got.Placed() {
+				t.Fatalf("placed on %s with size %+v", got.Node, got.Sizing)
+			}
 			if got.Node != tc.node || !strings.Contains(got.Reason, tc.reason) {
 				t.Errorf("Place() = node %q, reason %q; want node %q, reason containing %q", got.Node, got.Reason, tc.node, tc.reason)
 			}
@@ -403,7 +422,7 @@ func TestPlaceChoosesWhatASearchOfEveryNodeWould(t *testing.T) {
 		if i >= 450 {
 			req.Current = where[key]
 			if i%4 == 0 {
-				req.Current, req.Avoid = "", where[key]
+				req.Current, req.Avoid = "", []Avoid{{Node: where[key], Why: "refuted"}}
 			}
 		}
 		want := reference(p, req)

@@ -40,6 +40,8 @@ type decision struct {
 	sel       labels.Selector
 	dedicated bool
 	sizes     []sized
+	// avoid is req.Avoid by node.
+	avoid map[string]string
 }
 
 func (p *Planner) newDecision(req Request) *decision {
@@ -50,6 +52,14 @@ func (p *Planner) newDecision(req Request) *decision {
 	if len(req.NodeSelector) > 0 {
 		d.sel = labels.SelectorFromSet(req.NodeSelector)
 	}
+	if len(req.Avoid) > 0 {
+		d.avoid = make(map[string]string, len(req.Avoid))
+		for _, a := range req.Avoid {
+			if _, ok := d.avoid[a.Node]; !ok {
+				d.avoid[a.Node] = a.Why
+			}
+		}
+	}
 	return d
 }
 
@@ -57,7 +67,11 @@ func (p *Planner) newDecision(req Request) *decision {
 func (p *Planner) size(d *decision, c int) *sized {
 	sz := &d.sizes[c]
 	if !sz.done {
-		sz.s, sz.err = sizing.Size(d.req.Demand, p.classParams[c])
+		if d.req.Size != nil {
+			sz.s = *d.req.Size
+		} else {
+			sz.s, sz.err = sizing.Size(d.req.Demand, p.classParams[c])
+		}
 		sz.w = model.NewCandidate(Workload(d.req.Key, d.req.Demand, sz.s), p.classParams[c])
 		sz.done = true
 	}

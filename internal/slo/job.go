@@ -90,6 +90,8 @@ type Run struct {
 	Trigger    isov1.ProbeTrigger
 	Generation int64
 	VMIUID     string
+	// Node is the node the VMI runs on (a live migration moves the same VMI).
+	Node string
 	// Slot is the schedule time a scheduled run fills; zero otherwise.
 	Slot time.Time
 }
@@ -222,6 +224,7 @@ func Job(cvm *isov1.CrawlerVM, run Run, target Target, opts Options) *batchv1.Jo
 		isov1.AnnotationProbeTrigger:    string(run.Trigger),
 		isov1.AnnotationProbeGeneration: strconv.FormatInt(run.Generation, 10),
 		isov1.AnnotationProbeVMIUID:     run.VMIUID,
+		isov1.AnnotationProbeNode:       run.Node,
 	}
 	node := ""
 	if cvm.Status.Placement != nil {

@@ -68,6 +68,7 @@ func Outcome(cvm *isov1.CrawlerVM, job *batchv1.Job, termination string, now tim
 		Trigger:            run.Trigger,
 		ObservedGeneration: run.Generation,
 		VMIUID:             run.VMIUID,
+		Node:               run.Node,
 		StartTime:          job.CreationTimestamp,
 		CompletionTime:     &metav1.Time{Time: now.UTC().Truncate(time.Second)},
 	}
@@ -203,7 +204,7 @@ func Judge(cvm *isov1.CrawlerVM, rep report.Report) (isov1.ProbeVerdict, string,
 // Condition is the SLOConfirmed condition for what is known: the last result if it
 // measured the current spec on the running VMI, else whether a probe runs or waits.
 func Condition(cvm *isov1.CrawlerVM, st State) (metav1.ConditionStatus, string, string) {
-	if last := st.Last; st.VMIUID != "" && Measured(cvm, last, st.VMIUID) {
+	if last := st.Last; st.VMIUID != "" && Measured(cvm, last, st.VMIUID, st.Node) {
 		status := metav1.ConditionFalse
 		if last.Verdict == isov1.VerdictConfirmed {
 			status = metav1.ConditionTrue
@@ -215,8 +216,25 @@ func Condition(cvm *isov1.CrawlerVM, st State) (metav1.ConditionStatus, string, 
 		}
 		return status, last.Reason, msg
 	}
+	running := st.Active != nil && !st.Active.Deleting && st.VMIUID != "" && st.Active.Run.VMIUID == st.VMIUID && st.Active.Run.Generation == cvm.Generation
+	if last := st.Last; last != nil && last.Verdict == isov1.VerdictRefuted && last.ObservedGeneration == cvm.Generation {
+		// A refutation of the current spec stays visible until a probe judges the crawler
+		// where it runs now (it moved, or its VMI restarted).
+		where := ""
+		if last.Node != "" {
+			where = " on node " + last.Node
+		}
+		next := "a probe will judge it where it runs now"
+		switch {
+		case running:
+			next = fmt.Sprintf("probe Job %s measures it now", st.Active.Name)
+		case st.Node != "":
+			next = "a probe will judge it on node " + st.Node
+		}
+		return metav1.ConditionFalse, last.Reason, fmt.Sprintf("probe Job %s refuted the SLO%s: %s; %s", last.Job, where, last.Message, next)
+	}
 	switch {
-	case st.Active != nil && !st.Active.Deleting && st.VMIUID != "" && st.Active.Run.VMIUID == st.VMIUID && st.Active.Run.Generation == cvm.Generation:
+	case running:
 		return metav1.ConditionUnknown, isov1.ReasonProbeRunning, fmt.Sprintf("probe Job %s measures for %s", st.Active.Name, format.Duration(ProbeDuration(cvm)))
 	case st.VMIUID == "":
 		return metav1.ConditionUnknown, isov1.ReasonProbePending, "waiting for the VMI to run the current spec before probing"

@@ -345,6 +345,21 @@ func TestNext(t *testing.T) {
 			cvm: crawler(),
 			st:  State{Now: now, VMIUID: "vmi-1", Active: &Active{Name: "a", Run: Run{Generation: 2, VMIUID: "vmi-1"}, Deleting: true}},
 		},
+		"live-migrated: the same VMI is measured again on its new node": {
+			cvm: crawler(), st: State{Now: now, VMIUID: "vmi-1", Node: "b", Last: onNode(last(3, "vmi-1", t0), "a")},
+			want: Decision{Start: &Run{Trigger: isov1.TriggerMoved, Generation: 3, VMIUID: "vmi-1", Node: "b"}},
+		},
+		"measured on its node: nothing": {
+			cvm: crawler(), st: State{Now: now, VMIUID: "vmi-1", Node: "a", Last: onNode(last(3, "vmi-1", t0), "a")},
+		},
+		"a probe of a release that did not record the node measured where it runs": {
+			cvm: crawler(), st: State{Now: now, VMIUID: "vmi-1", Node: "a", Last: last(3, "vmi-1", t0)},
+		},
+		"active probe across a migration: cancel": {
+			cvm:  crawler(),
+			st:   State{Now: now, VMIUID: "vmi-1", Node: "b", Active: &Active{Name: "a", Run: Run{Generation: 3, VMIUID: "vmi-1", Node: "a"}}},
+			want: Decision{Cancel: true},
+		},
 		"invalid schedule": {
 			cvm: crawler(withSchedule("61 * * * *")), st: State{Now: now, VMIUID: "vmi-1"},
 			err: `spec.probe.schedule "61 * * * *" is not a valid cron schedule`,
@@ -609,6 +624,13 @@ func TestTerminationMessageTakesTheNewest(t *testing.T) {
 	}
 }
 
+// onNode is last, measured on node.
+func onNode(last *isov1.ProbeResult, node string) *isov1.ProbeResult {
+	l := *last
+	l.Node = node
+	return &l
+}
+
 func TestCondition(t *testing.T) {
 	refuted := last(3, "vmi-1", t0)
 	refuted.Verdict, refuted.Reason, refuted.Message = isov1.VerdictRefuted, isov1.ReasonSLORefuted, "p99.999 interval error 14ms exceeds"
@@ -624,6 +646,12 @@ func TestCondition(t *testing.T) {
 		"VMI not running":                       {State{Last: last(3, "vmi-1", t0)}, metav1.ConditionUnknown, isov1.ReasonProbePending},
 		"not probed yet":                        {State{VMIUID: "vmi-1"}, metav1.ConditionUnknown, isov1.ReasonProbePending},
 		"failed, retried later":                 {State{VMIUID: "vmi-1", Last: failedAt(t0, 2)}, metav1.ConditionFalse, isov1.ReasonProbeFailed},
+		// A refutation stays visible until a probe judges the crawler where it runs now.
+		"refuted, then moved":                   {State{VMIUID: "vmi-1", Node: "b", Last: onNode(refuted, "a")}, metav1.ConditionFalse, isov1.ReasonSLORefuted},
+		"refuted, moving":                       {State{Last: onNode(refuted, "a")}, metav1.ConditionFalse, isov1.ReasonSLORefuted},
+		"refuted, restarted":                    {State{VMIUID: "vmi-2", Last: refuted}, metav1.ConditionFalse, isov1.ReasonSLORefuted},
+		"refuted before the spec changed":       {State{VMIUID: "vmi-1", Last: func() *isov1.ProbeResult { r := *refuted; r.ObservedGeneration = 2; return &r }()}, metav1.ConditionUnknown, isov1.ReasonProbePending},
+		"refuted, then moved, probed there now": {State{VMIUID: "vmi-1", Node: "b", Last: onNode(refuted, "a"), Active: &Active{Name: "p2", Run: Run{Generation: 3, VMIUID: "vmi-1", Node: "b"}}}, metav1.ConditionFalse, isov1.ReasonSLORefuted},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -632,6 +660,9 @@ func TestCondition(t *testing.T) {
 				t.Errorf("Condition = %s/%s, want %s/%s", status, reason, tc.status, tc.reason)
 			}
 		})
+	}
+	if _, _, msg := Condition(crawler(), State{VMIUID: "vmi-1", Node: "b", Last: onNode(refuted, "a"), Active: &Active{Name: "p2", Run: Run{Generation: 3, VMIUID: "vmi-1", Node: "b"}}}); !strings.Contains(msg, "refuted the SLO on node a") || !strings.Contains(msg, "probe Job p2 measures it now") {
+		t.Errorf("the refutation after a move does not say where and what comes next: %q", msg)
 	}
 	if _, _, msg := Condition(crawler(), State{VMIUID: "vmi-1", Last: failedAt(t0, 2)}); !strings.Contains(msg, "tried again at "+t0.Add(2*time.Minute).UTC().Format(time.RFC3339)+" (failure 2 in a row, backoff 2m0s)") {
 		t.Errorf("the condition of a failed probe does not say when it is retried: %q", msg)

@@ -23,9 +23,10 @@ type Remedy struct {
 }
 
 // NextRemedy decides whether a crawler refuted on its node moves: only under Replace,
-// only for a Refuted verdict of the current spec on the VMI that runs now (vmiUID), once
-// per refuting probe (status.lastRemediation.job), and never within minInterval of its
-// last move. A Report crawler never moves.
+// only for a Refuted verdict of the current spec on the VMI that runs now (vmiUID) on the
+// node it holds, once per refuting probe (status.lastRemediation.job) unless that move
+// failed and its backoff passed (status.lastMove), never while a move runs, and never
+// within minInterval of its last move. A Report crawler never moves.
 func NextRemedy(cvm *isov1.CrawlerVM, vmiUID string, now time.Time, minInterval time.Duration) Remedy {
 	last := cvm.Status.LastProbe
 	switch {
@@ -33,12 +34,20 @@ func NextRemedy(cvm *isov1.CrawlerVM, vmiUID string, now time.Time, minInterval 
 		last == nil || last.Verdict != isov1.VerdictRefuted,
 		last.ObservedGeneration != cvm.Generation,
 		vmiUID == "" || last.VMIUID != vmiUID,
-		cvm.Status.Placement == nil:
+		cvm.Status.Placement == nil || cvm.Status.Move != nil,
+		last.Node != "" && last.Node != cvm.Status.Placement.Node:
 		return Remedy{}
 	}
 	if prev := cvm.Status.LastRemediation; prev != nil {
 		if prev.Job == last.Job {
-			return Remedy{} // acted on this probe already
+			// Acted on this probe already: again only when that move failed.
+			if m := cvm.Status.LastMove; prev.To != "" && m != nil && m.Result == isov1.MoveFailed && m.Reason == isov1.MoveRefuted && !m.EndTime.Before(&prev.Time) {
+				if m.RetryAfter != nil && m.RetryAfter.After(now) {
+					return Remedy{Wait: m.RetryAfter.Sub(now)}
+				}
+				return Remedy{Move: true}
+			}
+			return Remedy{}
 		}
 		if prev.To != "" {
 			if wait := prev.Time.Add(minInterval).Sub(now); wait > 0 {

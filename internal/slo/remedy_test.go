@@ -20,6 +20,13 @@ func TestNextRemedy(t *testing.T) {
 			c.Status.LastRemediation = &isov1.Remediation{Job: job, Time: metav1.NewTime(now.Add(-ago)), From: "a", To: to}
 		}
 	}
+	// failed is a failed move that ended ago, tried again in retry.
+	failed := func(ago, retry time.Duration) func(*isov1.CrawlerVM) {
+		return func(c *isov1.CrawlerVM) {
+			c.Status.LastMove = &isov1.MoveRecord{Reason: isov1.MoveRefuted, Result: isov1.MoveFailed, EndTime: metav1.NewTime(now.Add(-ago + time.Second)),
+				RetryAfter: &metav1.Time{Time: now.Add(retry)}, Failures: 1}
+		}
+	}
 	for _, tc := range []struct {
 		name string
 		opts []func(*isov1.CrawlerVM)
@@ -39,6 +46,10 @@ func TestNextRemedy(t *testing.T) {
 		{"a new refutation within the interval waits", []func(*isov1.CrawlerVM){replace, refuted, moved("tower-a-probe-1", 20*time.Minute, "b")}, "vmi-2", Remedy{Wait: 40 * time.Minute}},
 		{"a new refutation after the interval moves", []func(*isov1.CrawlerVM){replace, refuted, moved("tower-a-probe-1", time.Hour, "b")}, "vmi-2", Remedy{Move: true}},
 		{"staying does not start the interval", []func(*isov1.CrawlerVM){replace, refuted, moved("tower-a-probe-1", time.Minute, "")}, "vmi-2", Remedy{Move: true}},
+		{"a refutation of another node does not move it", []func(*isov1.CrawlerVM){replace, refuted, func(c *isov1.CrawlerVM) { c.Status.LastProbe.Node = "b" }}, "vmi-2", Remedy{}},
+		{"nor while it moves", []func(*isov1.CrawlerVM){replace, refuted, func(c *isov1.CrawlerVM) { c.Status.Move = &isov1.Move{From: "a", To: "b"} }}, "vmi-2", Remedy{}},
+		{"a failed move for the probe waits for its backoff", []func(*isov1.CrawlerVM){replace, refuted, moved("tower-a-probe-2", 2*time.Minute, "b"), failed(2*time.Minute, time.Minute)}, "vmi-2", Remedy{Wait: time.Minute}},
+		{"and is tried again after it", []func(*isov1.CrawlerVM){replace, refuted, moved("tower-a-probe-2", 2*time.Minute, "b"), failed(2*time.Minute, -time.Second)}, "vmi-2", Remedy{Move: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &isov1.CrawlerVM{ObjectMeta: metav1.ObjectMeta{Name: "tower-a", Generation: 2}}

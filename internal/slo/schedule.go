@@ -14,9 +14,11 @@ import (
 // State is what the controller observed of a crawler's probes.
 type State struct {
 	Now time.Time
-	// VMIUID is the UID of the crawler's VMI when it is Running and runs the current
-	// spec; empty otherwise.
+	// VMIUID is the UID of the crawler's VMI when it is Running, runs the current spec
+	// and is not moving; empty otherwise.
 	VMIUID string
+	// Node is the node that VMI runs on.
+	Node string
 	// Active is the crawler's probe Job that has not finished, if any.
 	Active *Active
 	// Last is status.lastProbe.
@@ -51,7 +53,7 @@ func Next(cvm *isov1.CrawlerVM, st State) (Decision, error) {
 		return Decision{}, err
 	}
 	if a := st.Active; a != nil {
-		if !a.Deleting && (st.VMIUID == "" || a.Run.VMIUID != st.VMIUID || a.Run.Generation != cvm.Generation) {
+		if !a.Deleting && (st.VMIUID == "" || a.Run.VMIUID != st.VMIUID || a.Run.Generation != cvm.Generation || !sameNode(a.Run.Node, st.Node)) {
 			return Decision{Cancel: true}, nil
 		}
 		return Decision{}, nil
@@ -59,12 +61,16 @@ func Next(cvm *isov1.CrawlerVM, st State) (Decision, error) {
 	if st.VMIUID == "" {
 		return Decision{}, nil
 	}
-	if !Measured(cvm, st.Last, st.VMIUID) {
+	if !Measured(cvm, st.Last, st.VMIUID, st.Node) {
 		trigger := isov1.TriggerStart
-		if st.Last != nil && st.Last.VMIUID == st.VMIUID {
+		switch {
+		case st.Last == nil || st.Last.VMIUID != st.VMIUID:
+		case st.Last.ObservedGeneration != cvm.Generation:
 			trigger = isov1.TriggerSpecChange
+		default:
+			trigger = isov1.TriggerMoved
 		}
-		return Decision{Start: &Run{Trigger: trigger, Generation: cvm.Generation, VMIUID: st.VMIUID}}, nil
+		return Decision{Start: &Run{Trigger: trigger, Generation: cvm.Generation, VMIUID: st.VMIUID, Node: st.Node}}, nil
 	}
 	// A failed or timed-out probe is tried again after its backoff, unless the schedule
 	// comes first.
@@ -82,7 +88,7 @@ func Next(cvm *isov1.CrawlerVM, st State) (Decision, error) {
 	if !next.After(st.Now) {
 		// Slots missed while the operator was away are not caught up: one run fills the
 		// first of them, and the schedule continues from its start.
-		return Decision{Start: &Run{Trigger: trigger, Generation: cvm.Generation, VMIUID: st.VMIUID, Slot: next.UTC()}}, nil
+		return Decision{Start: &Run{Trigger: trigger, Generation: cvm.Generation, VMIUID: st.VMIUID, Node: st.Node, Slot: next.UTC()}}, nil
 	}
 	return Decision{After: next.Sub(st.Now)}, nil
 }
@@ -115,10 +121,15 @@ func RetryDue(last *isov1.ProbeResult) (time.Time, bool) {
 	return last.CompletionTime.Add(RetryBackoff(last.ConsecutiveFailures)), true
 }
 
-// Measured reports whether last measured the crawler's current spec on the VMI vmiUID.
-func Measured(cvm *isov1.CrawlerVM, last *isov1.ProbeResult, vmiUID string) bool {
-	return last != nil && last.ObservedGeneration == cvm.Generation && last.VMIUID == vmiUID
+// Measured reports whether last measured the crawler's current spec on the VMI vmiUID on
+// node (a live migration moves the same VMI to another node, where it is measured anew).
+func Measured(cvm *isov1.CrawlerVM, last *isov1.ProbeResult, vmiUID, node string) bool {
+	return last != nil && last.ObservedGeneration == cvm.Generation && last.VMIUID == vmiUID && sameNode(last.Node, node)
 }
+
+// sameNode says whether a probe of node a measured node b; a probe that recorded no node
+// (a release before live migrations) measured wherever its VMI runs.
+func sameNode(a, b string) bool { return a == "" || b == "" || a == b }
 
 // Schedule parses spec.probe.schedule (five cron fields or a descriptor such as @daily,
 // in UTC); nil when it is empty.
@@ -140,5 +151,5 @@ func RunOf(job *batchv1.Job) (Run, error) {
 	if err != nil {
 		return Run{}, fmt.Errorf("probe Job %s: annotation %s: %w", job.Name, isov1.AnnotationProbeGeneration, err)
 	}
-	return Run{Trigger: isov1.ProbeTrigger(a[isov1.AnnotationProbeTrigger]), Generation: gen, VMIUID: a[isov1.AnnotationProbeVMIUID]}, nil
+	return Run{Trigger: isov1.ProbeTrigger(a[isov1.AnnotationProbeTrigger]), Generation: gen, VMIUID: a[isov1.AnnotationProbeVMIUID], Node: a[isov1.AnnotationProbeNode]}, nil
 }

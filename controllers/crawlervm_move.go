@@ -1,0 +1,301 @@
+package controllers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/format"
+	"isochron.io/isochron/internal/inventory"
+	"isochron.io/isochron/internal/move"
+	"isochron.io/isochron/internal/placement"
+	"isochron.io/isochron/internal/render"
+)
+
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstancemigrations,verbs=get;list;watch;create;delete
+
+// blockedRetry is how often a crawler that must leave its node and has nowhere to go
+// looks again (besides the changes that wake it).
+const blockedRetry = 30 * time.Second
+
+// startMove re-places the crawler on another node, for reason (why in words), never on a
+// node of avoid, nor on one being drained; the crawler keeps its size (a live migration
+// moves the VM as it is). The move is a placement decision like any other: taken under
+// the decision lock on the ledger, recorded in status.move with the reservation on both
+// nodes (assumed into the ledger at once), and persisted before the lock is released. It
+// returns the decision: not placed when no node fits (its Reason says why). decided, when
+// set, completes the status with the decision before it is persisted.
+func (r *CrawlerVMReconciler) startMove(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter, reason isov1.MoveReason, avoid []placement.Avoid, why string, decided func(placement.Decision)) (placement.Decision, error) {
+	r.decide.Lock()
+	defer r.decide.Unlock()
+	if err := r.buildLedger(ctx); err != nil {
+		return placement.Decision{}, err
+	}
+	key := cvm.Namespace + "/" + cvm.Name
+	if r.ledger.Assumed(key) {
+		// The cache's copy predates a decision for it: the cache's update brings it back.
+		return placement.Decision{Reason: "a decision for it is on its way"}, nil
+	}
+	inv, err := r.gather(ctx)
+	if err != nil {
+		return placement.Decision{}, err
+	}
+	draining, err := r.drainingNodes(ctx)
+	if err != nil {
+		return placement.Decision{}, err
+	}
+	held, ok := inventory.Resident(cvm)
+	if !ok {
+		return placement.Decision{}, nil
+	}
+	req := inventory.Request(cvm, r.vfio(ctx, cvm))
+	req.Avoid = append(avoid, draining...)
+	req.Size = &held.Sizing
+	d := placement.NewPlanner(inv.nodes, inv.residents).Place(req)
+	if !d.Placed() {
+		return d, nil
+	}
+	from := held.Node
+	cvm.Status.Move = &isov1.Move{Reason: reason, Mode: isov1.MoveLive, From: from, To: d.Node,
+		StartTime: metav1.NewTime(r.clock.Now().UTC().Truncate(time.Second)),
+		Message:   format.Truncate(fmt.Sprintf("%s; node %s is predicted to hold it within every crawler's budget (%s, %s)", why, d.Node, format.Duration(d.Predicted), d.Cause), maxRemediationMessage)}
+	hold(cvm, d)
+	setCondition(cvm, isov1.ConditionMoving, true, isov1.ReasonMigrating, fmt.Sprintf("moving from node %s to node %s: %s", from, d.Node, cvm.Status.Move.Message))
+	if decided != nil {
+		decided(d)
+	}
+	undo := r.ledger.AssumeAll(inventory.Residents(cvm), nil)
+	st.event(cvm, corev1.EventTypeNormal, isov1.EventReasonMoving, fmt.Sprintf("Moving from node %s to node %s: %s", from, d.Node, cvm.Status.Move.Message))
+	// Persisted with an optimistic lock: a stale copy fails, is forgotten, and decides
+	// again (never two moves for one cause: the move is recorded with the reservation).
+	if err := st.persist(ctx, cvm); err != nil {
+		undo()
+		return placement.Decision{}, err
+	}
+	return d, nil
+}
+
+// drainingNodes are the nodes being drained, as the evictions of crawlers' launcher pods
+// marked them (status.evacuationNodeName of their VMIs): no decision places a crawler
+// there, as none places one on a cordoned node.
+func (r *CrawlerVMReconciler) drainingNodes(ctx context.Context) ([]placement.Avoid, error) {
+	vmis := &kubevirtv1.VirtualMachineInstanceList{}
+	if err := r.List(ctx, vmis, client.HasLabels{isov1.LabelCrawlerVM}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing crawlers' VMIs: %w", err)
+	}
+	seen := map[string]bool{}
+	var out []placement.Avoid
+	for i := range vmis.Items {
+		if n := vmis.Items[i].Status.EvacuationNodeName; n != "" && !seen[n] {
+			seen[n] = true
+			out = append(out, placement.Avoid{Node: n, Why: "node is being drained"})
+		}
+	}
+	return out, nil
+}
+
+// evacuate moves the crawler off a node that is being drained: an eviction of its
+// launcher pod marked its VMI for evacuation (evictionStrategy External; KubeVirt
+// migrates nothing itself). Where no node fits, the crawler stays, says what is missing,
+// and the drain waits (its eviction keeps being refused). It returns when to look again.
+func (r *CrawlerVMReconciler) evacuate(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter, vmi *kubevirtv1.VirtualMachineInstance) (time.Duration, error) {
+	if vmi == nil || cvm.Status.Move != nil || cvm.Status.Placement == nil {
+		return 0, nil
+	}
+	node := vmi.Status.EvacuationNodeName
+	if node == "" || node != vmi.Status.NodeName {
+		return 0, nil
+	}
+	if last := cvm.Status.LastMove; last != nil && last.Reason == isov1.MoveEvacuation {
+		if wait := move.RetryWait(last, r.clock.Now()); wait > 0 {
+			return wait, nil
+		}
+	}
+	why := fmt.Sprintf("node %s is being drained (an eviction marked VMI %s for evacuation)", node, vmi.Name)
+	d, err := r.startMove(ctx, cvm, st, isov1.MoveEvacuation, []placement.Avoid{{Node: node, Why: "node is being drained"}}, why, nil)
+	if err != nil || d.Placed() {
+		return 0, err
+	}
+	if d.Reason == "" {
+		return 0, nil
+	}
+	msg := fmt.Sprintf("%s, and no other node can hold the crawler within every crawler's budget: %s; the drain waits: free what is missing on another node, or cancel the drain (kubectl uncordon %s)", why, d.Reason, node)
+	if c := apimeta.FindStatusCondition(cvm.Status.Conditions, isov1.ConditionMoving); c == nil || c.Reason != isov1.ReasonMoveBlocked {
+		st.event(cvm, corev1.EventTypeWarning, isov1.ReasonMoveBlocked, msg)
+		st.after(func() { r.metrics.moves.WithLabelValues(string(isov1.MoveEvacuation), "", moveNoNode).Inc() })
+	}
+	setCondition(cvm, isov1.ConditionMoving, false, isov1.ReasonMoveBlocked, msg)
+	return blockedRetry, nil
+}
+
+// carryOutMove takes the crawler's move (status.move) its next step (move.NextStep):
+// create the live migration once KubeVirt has pinned the running VMI to the new node,
+// restart the VMI there when it cannot migrate, and end the move when the crawler runs on
+// the new node (the node it left is released) or when the migration failed (the new node
+// is released, the crawler stays, and the move is tried again after a backoff).
+func (r *CrawlerVMReconciler) carryOutMove(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) error {
+	m := cvm.Status.Move
+	if m == nil {
+		return nil
+	}
+	var mig *kubevirtv1.VirtualMachineInstanceMigration
+	if m.Migration != "" {
+		// From the API server: the cache may not show a migration just created yet.
+		got, err := getOrNil(ctx, r.APIReader, client.ObjectKey{Namespace: cvm.Namespace, Name: m.Migration}, &kubevirtv1.VirtualMachineInstanceMigration{})
+		if err != nil {
+			return fmt.Errorf("reading migration %s: %w", m.Migration, err)
+		}
+		mig = got
+	}
+	next := move.NextStep(move.State{Move: m, VMI: vmi, Migration: mig, RestartRequired: restartRequired(vm)})
+	if next.Cold && m.Mode == isov1.MoveLive {
+		m.Mode, m.Message = isov1.MoveCold, format.Truncate(next.Why, maxRemediationMessage)
+	}
+	switch next.Step {
+	case move.Wait:
+		r.setMoving(cvm, next.Why)
+	case move.Migrate:
+		name, err := r.migrate(ctx, cvm, vmi)
+		if err != nil {
+			if !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) && !apierrors.IsBadRequest(err) {
+				return err
+			}
+			// KubeVirt refuses the migration (virt-api's migration admitter: the VMI cannot
+			// migrate): the VMI restarts on the new node instead.
+			m.Mode, m.Message = isov1.MoveCold, format.Truncate(fmt.Sprintf("KubeVirt refuses to migrate VMI %s (%v): it restarts on node %s", vmi.Name, err, m.To), maxRemediationMessage)
+			return r.restartElsewhere(ctx, cvm, vmi)
+		}
+		m.Migration = name
+		r.setMoving(cvm, fmt.Sprintf("migration %s moves VMI %s to node %s", name, vmi.Name, m.To))
+	case move.Restart:
+		return r.restartElsewhere(ctx, cvm, vmi)
+	case move.Done:
+		return r.endMove(ctx, cvm, st, isov1.MoveSucceeded, next)
+	case move.Fail:
+		return r.endMove(ctx, cvm, st, isov1.MoveFailed, next)
+	}
+	return nil
+}
+
+// setMoving says what the move in progress waits for.
+func (r *CrawlerVMReconciler) setMoving(cvm *isov1.CrawlerVM, doing string) {
+	m := cvm.Status.Move
+	reason, how := isov1.ReasonMigrating, "live migration"
+	if m.Mode == isov1.MoveCold {
+		reason, how = isov1.ReasonRestartingElsewhere, "restart"
+	}
+	setCondition(cvm, isov1.ConditionMoving, true, reason, fmt.Sprintf("moving from node %s to node %s (%s, %s): %s; %s", m.From, m.To, how, m.Reason, doing, m.Message))
+}
+
+// migrate creates the move's VirtualMachineInstanceMigration, with the new node as its
+// added node selector (the VMI's affinity already names it), and returns its name.
+func (r *CrawlerVMReconciler) migrate(ctx context.Context, cvm *isov1.CrawlerVM, vmi *kubevirtv1.VirtualMachineInstance) (string, error) {
+	m := cvm.Status.Move
+	mig := &kubevirtv1.VirtualMachineInstanceMigration{
+		ObjectMeta: metav1.ObjectMeta{Name: migrationName(cvm), Namespace: cvm.Namespace,
+			Labels:          map[string]string{isov1.LabelManagedBy: isov1.ManagedBy, isov1.LabelCrawlerVM: cvm.Name},
+			OwnerReferences: []metav1.OwnerReference{render.OwnerReference(cvm)}},
+		Spec: kubevirtv1.VirtualMachineInstanceMigrationSpec{VMIName: vmi.Name, AddedNodeSelector: map[string]string{corev1.LabelHostname: m.To}},
+	}
+	if err := r.Create(ctx, mig); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", err
+	}
+	return mig.Name, nil
+}
+
+// migrationName is the deterministic name of the migration of the crawler's move: one per
+// move, whichever replica creates it.
+func migrationName(cvm *isov1.CrawlerVM) string {
+	m := cvm.Status.Move
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%s/%s/%s/%d", cvm.UID, m.From, m.To, m.Reason, m.StartTime.Unix())))
+	return cvm.Name + "-move-" + hex.EncodeToString(sum[:4])
+}
+
+// restartElsewhere deletes the VMI; KubeVirt starts the next one from the VM's template,
+// which names the new node.
+func (r *CrawlerVMReconciler) restartElsewhere(ctx context.Context, cvm *isov1.CrawlerVM, vmi *kubevirtv1.VirtualMachineInstance) error {
+	m := cvm.Status.Move
+	m.Mode = isov1.MoveCold
+	if vmi != nil && vmi.DeletionTimestamp.IsZero() {
+		if err := r.Delete(ctx, vmi, client.Preconditions{UID: &vmi.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("restarting VMI %s on node %s: %w", vmi.Name, m.To, err)
+		}
+	}
+	r.setMoving(cvm, "the VMI restarts there")
+	return nil
+}
+
+// endMove ends the move with result: the crawler holds only the node it runs on (the new
+// one when the move succeeded, the one it left when it failed), the ledger follows at
+// once, and status.lastMove, the Moving condition, an Event and the count say how it went.
+func (r *CrawlerVMReconciler) endMove(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter, result isov1.MoveResult, next move.Next) error {
+	m := cvm.Status.Move
+	now := r.clock.Now().UTC().Truncate(time.Second)
+	rec := &isov1.MoveRecord{Reason: m.Reason, Mode: m.Mode, From: m.From, To: m.To, Migration: m.Migration, Result: result,
+		StartTime: m.StartTime, EndTime: metav1.NewTime(now)}
+	took := now.Sub(m.StartTime.Time)
+	key := cvm.Namespace + "/" + cvm.Name
+	stays := m.To
+	if result == isov1.MoveSucceeded {
+		how := "restarted there"
+		if m.Mode == isov1.MoveLive {
+			// KubeVirt's migration state has whole seconds.
+			rec.MigrationTime = &metav1.Duration{Duration: next.MigrationTime.Round(time.Second)}
+			how = fmt.Sprintf("live-migrated; KubeVirt's migration took %s, in whole seconds", format.Duration(rec.MigrationTime.Duration))
+		}
+		rec.Message = fmt.Sprintf("moved from node %s to node %s in %s (%s)", m.From, m.To, format.Duration(took), how)
+		setCondition(cvm, isov1.ConditionMoving, false, isov1.ReasonMoved, rec.Message)
+		st.event(cvm, corev1.EventTypeNormal, isov1.ReasonMoved, "M"+rec.Message[1:])
+	} else {
+		stays = m.From
+		rec.Failures = 1
+		if prev := cvm.Status.LastMove; prev != nil && prev.Result == isov1.MoveFailed {
+			rec.Failures = prev.Failures + 1
+		}
+		retry := now.Add(move.Backoff(rec.Failures))
+		rec.RetryAfter = &metav1.Time{Time: retry}
+		rec.Message = format.Truncate(fmt.Sprintf("%s; the crawler runs on node %s; the move (%s) is tried again from %s (failure %d in a row)",
+			next.Why, m.From, m.Reason, retry.Format(time.RFC3339), rec.Failures), maxRemediationMessage)
+		setCondition(cvm, isov1.ConditionMoving, false, isov1.ReasonMoveFailed, rec.Message)
+		st.event(cvm, corev1.EventTypeWarning, isov1.ReasonMoveFailed, fmt.Sprintf("Move from node %s to node %s failed: %s", m.From, m.To, rec.Message))
+	}
+	cvm.Status.LastMove = rec
+	cvm.Status.Move = nil
+	cvm.Status.Placement.Node = stays
+	st.after(func() { r.metrics.moves.WithLabelValues(string(rec.Reason), string(rec.Mode), string(result)).Inc() })
+	r.decide.Lock()
+	defer r.decide.Unlock()
+	undo := r.ledger.AssumeAll(inventory.Residents(cvm), []string{inventory.LeavingKey(key)})
+	if inv, err := r.gatherNode(ctx, stays); err == nil && inv.hasNode(stays) {
+		r.refreshPrediction(cvm, inv)
+	}
+	if err := st.persist(ctx, cvm); err != nil {
+		undo()
+		return err
+	}
+	return nil
+}
+
+// restartRequired says whether KubeVirt reports that the VM needs a restart to apply its
+// template (RestartRequired).
+func restartRequired(vm *kubevirtv1.VirtualMachine) bool {
+	if vm == nil {
+		return false
+	}
+	for _, c := range vm.Status.Conditions {
+		if c.Type == kubevirtv1.VirtualMachineRestartRequired && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}

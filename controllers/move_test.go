@@ -1,0 +1,291 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/move"
+	"isochron.io/isochron/internal/render"
+	"isochron.io/isochron/test/support/kubelet"
+	"isochron.io/isochron/test/support/virtsim"
+)
+
+// The move tests: crawlers leave their node (a refuting probe under onRefuted Replace, a
+// drain) by a live migration to the node the model chose, KubeVirt's migration controller
+// played by virtsim.
+
+// migrations decides how the migrations of namespace ns end, until the test ends.
+func migrations(t *testing.T, ns string, outcome func(*kubevirtv1.VirtualMachineInstanceMigration) virtsim.Outcome) {
+	t.Helper()
+	kv.SetOutcome(func(m *kubevirtv1.VirtualMachineInstanceMigration) virtsim.Outcome {
+		if m.Namespace != ns {
+			return virtsim.Complete
+		}
+		return outcome(m)
+	})
+	t.Cleanup(func() { kv.SetOutcome(nil) })
+}
+
+// exclusiveCPUs is what the ledger holds on node (isochron_node_exclusive_cpus).
+func exclusiveCPUs(t *testing.T, node string) float64 {
+	t.Helper()
+	v, _ := gauge(t, "isochron_node_exclusive_cpus", map[string]string{"node": node})
+	return v
+}
+
+// movedEvents are the crawler's Events of reason.
+func eventsOf(t *testing.T, c *isov1.CrawlerVM, reason string) []string {
+	t.Helper()
+	var out []string
+	for _, e := range events(t, c) {
+		if strings.HasPrefix(e, reason+": ") {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Under onRefuted Replace a refuted crawler moves to the other node by a live migration:
+// the same VMI, pinned there first, its reservation held on both nodes until the
+// migration completes; once per probe. Its refutation stays visible until a probe judges
+// it on the new node. Refuted there too, it does not go back to the node that refuted it
+// (status.refutedOn): it stays and says so.
+func TestRefutedCrawlerMovesLive(t *testing.T) {
+	ns := namespace(t)
+	createNode(t, rtNode("mv-1", "it", "mv"), 16)
+	createNode(t, rtNode("mv-2", "it", "mv"), 16)
+	hold := true
+	migrations(t, ns, func(*kubevirtv1.VirtualMachineInstanceMigration) virtsim.Outcome {
+		if hold {
+			return virtsim.Hold
+		}
+		return virtsim.Complete
+	})
+	c, vmi := placedCrawler(t, ns, "mover", "mv", withOnRefuted(isov1.RefutedReplace))
+	from := c.Status.Placement.Node
+	to := map[string]string{"mv-1": "mv-2", "mv-2": "mv-1"}[from]
+	host := float64(c.Status.Sizing.HostCPUs)
+	before := exclusiveCPUs(t, to)
+
+	first := endProbe(t, c, "")
+	waitForCrawler(t, c, "a live migration to "+to, func(c *isov1.CrawlerVM) bool {
+		m := c.Status.Move
+		return m != nil && m.To == to && m.From == from && m.Reason == isov1.MoveRefuted && m.Mode == isov1.MoveLive && m.Migration != ""
+	})
+	if c.Status.Placement.Node != to || !hasCondition(c, isov1.ConditionMoving, metav1.ConditionTrue, isov1.ReasonMigrating) ||
+		!hasCondition(c, isov1.ConditionReady, metav1.ConditionTrue, isov1.ReasonVMIRunning) {
+		t.Errorf("while migrating: node %s, %s, %s; want placed on %s, Moving and still Ready", c.Status.Placement.Node,
+			condition(c, isov1.ConditionMoving), condition(c, isov1.ConditionReady), to)
+	}
+	// The refutation stays visible while the crawler moves.
+	if !hasCondition(c, isov1.ConditionSLOConfirmed, metav1.ConditionFalse, isov1.ReasonSLORefuted) {
+		t.Errorf("while moving: %s, want the refutation shown", condition(c, isov1.ConditionSLOConfirmed))
+	}
+	mig := &kubevirtv1.VirtualMachineInstanceMigration{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: c.Status.Move.Migration}}
+	if !get(t, mig) || mig.Spec.VMIName != vmi.Name || mig.Spec.AddedNodeSelector["kubernetes.io/hostname"] != to {
+		t.Errorf("migration %s: %+v, want VMI %s to node %s", mig.Name, mig.Spec, vmi.Name, to)
+	}
+	// The migration was created once KubeVirt had pinned the VMI to the new node: its
+	// target pod is built from the VMI's affinity.
+	if get(t, vmi); render.PinnedNode(&vmi.Spec) != to {
+		t.Errorf("the migrating VMI is pinned to %q, want %s", render.PinnedNode(&vmi.Spec), to)
+	}
+	// Both nodes hold the crawler until the migration ends.
+	eventually(t, "the reservation held on both nodes", func() (bool, string) {
+		src, dst := exclusiveCPUs(t, from), exclusiveCPUs(t, to)
+		return src >= host && dst >= before+host, fmt.Sprintf("%s %v, %s %v (was %v), host CPUs %v", from, src, to, dst, before, host)
+	})
+
+	hold = false
+	waitForCrawler(t, c, "the move to end", func(c *isov1.CrawlerVM) bool {
+		return c.Status.Move == nil && c.Status.LastMove != nil
+	})
+	last := c.Status.LastMove
+	if last.Result != isov1.MoveSucceeded || last.Mode != isov1.MoveLive || last.From != from || last.To != to || last.MigrationTime == nil ||
+		!hasCondition(c, isov1.ConditionMoving, metav1.ConditionFalse, isov1.ReasonMoved) {
+		t.Errorf("lastMove %+v, %s: want a live move from %s to %s that says what it cost", last, condition(c, isov1.ConditionMoving), from, to)
+	}
+	if get(t, vmi); vmi.Status.NodeName != to {
+		t.Errorf("the VMI runs on %s, want %s", vmi.Status.NodeName, to)
+	}
+	got := waitForVMI(t, client.ObjectKeyFromObject(c), func(*kubevirtv1.VirtualMachineInstance) bool { return true })
+	if got.UID != vmi.UID {
+		t.Errorf("the VMI was replaced (UID %s, was %s): a live migration moves the same VMI", got.UID, vmi.UID)
+	}
+	eventually(t, "node "+from+" released", func() (bool, string) {
+		v := exclusiveCPUs(t, from)
+		return v < host, fmt.Sprint(v)
+	})
+	// The refutation is shown until a probe judges the crawler on its new node.
+	if get(t, c); !hasCondition(c, isov1.ConditionSLOConfirmed, metav1.ConditionFalse, isov1.ReasonSLORefuted) ||
+		!strings.Contains(condition(c, isov1.ConditionSLOConfirmed), "on node "+from) {
+		t.Errorf("after the move: %s, want the refutation on %s still shown", condition(c, isov1.ConditionSLOConfirmed), from)
+	}
+	if got := eventsOf(t, c, isov1.EventReasonMoving); len(got) != 1 {
+		t.Errorf("%d Moving Events for one refuting probe, want 1: %v", len(got), got)
+	}
+	if got := eventsOf(t, c, isov1.ReasonMoved); len(got) != 1 || !strings.Contains(got[0], "live-migrated") {
+		t.Errorf("Moved Events %v: want one that says it was live-migrated", got)
+	}
+	if v, ok := gauge(t, "isochron_crawler_moves_total", map[string]string{"reason": "Refuted", "mode": "Live", "result": "Succeeded"}); !ok || v < 1 {
+		t.Errorf("isochron_crawler_moves_total{Refuted,Live,Succeeded} = %v (present %v)", v, ok)
+	}
+
+	// A probe on the new node (trigger Moved) refutes the SLO there too. After the minimum
+	// move interval the crawler would move, but the only other node refuted it within the
+	// refuted-node memory: it stays and says so.
+	second := endProbe(t, c, first)
+	waitForCrawler(t, c, "the second refutation", func(c *isov1.CrawlerVM) bool {
+		return c.Status.LastProbe != nil && c.Status.LastProbe.Job == second && len(c.Status.RefutedOn) == 2
+	})
+	if c.Status.LastProbe.Trigger != isov1.TriggerMoved || c.Status.LastProbe.Node != to {
+		t.Errorf("the probe after the move: trigger %s on node %q, want Moved on %s", c.Status.LastProbe.Trigger, c.Status.LastProbe.Node, to)
+	}
+	clk.Step(time.Hour + time.Minute)
+	touch(t, vmi, "after the interval")
+	waitForCrawler(t, c, "the crawler to stay, refuted everywhere", func(c *isov1.CrawlerVM) bool {
+		r := c.Status.LastRemediation
+		return r != nil && r.Job == second && r.To == ""
+	})
+	if msg := c.Status.LastRemediation.Message; c.Status.Placement.Node != to || !strings.Contains(msg, "refuting the crawler's SLO") {
+		t.Errorf("on %s: %q; want it to stay on %s, saying %s refuted it", c.Status.Placement.Node, msg, to, from)
+	}
+	if got := eventsOf(t, c, isov1.EventReasonMoving); len(got) != 1 {
+		t.Errorf("bounced: %v", got)
+	}
+}
+
+// A migration that fails leaves the crawler where it runs, releases the node it was to
+// move to, says why, and is tried again after its backoff.
+func TestFailedMigrationLeavesTheCrawlerAndRetries(t *testing.T) {
+	ns := namespace(t)
+	createNode(t, rtNode("fail-1", "it", "fail"), 16)
+	createNode(t, rtNode("fail-2", "it", "fail"), 16)
+	fail := true
+	migrations(t, ns, func(*kubevirtv1.VirtualMachineInstanceMigration) virtsim.Outcome {
+		if fail {
+			return virtsim.Fail
+		}
+		return virtsim.Complete
+	})
+	c, vmi := placedCrawler(t, ns, "failing", "fail", withOnRefuted(isov1.RefutedReplace))
+	from := c.Status.Placement.Node
+	to := map[string]string{"fail-1": "fail-2", "fail-2": "fail-1"}[from]
+	refute(t, c)
+	waitForCrawler(t, c, "the failed move", func(c *isov1.CrawlerVM) bool {
+		return c.Status.Move == nil && c.Status.LastMove != nil && c.Status.LastMove.Result == isov1.MoveFailed
+	})
+	last := c.Status.LastMove
+	if c.Status.Placement.Node != from || last.Failures != 1 || last.RetryAfter == nil ||
+		!hasCondition(c, isov1.ConditionMoving, metav1.ConditionFalse, isov1.ReasonMoveFailed) || !strings.Contains(last.Message, "the target did not keep up") {
+		t.Errorf("after the failure: node %s, lastMove %+v, %s; want it on %s, the reason and a retry time", c.Status.Placement.Node, last, condition(c, isov1.ConditionMoving), from)
+	}
+	vm := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: c.Name}}
+	eventually(t, "the VM pinned back to "+from, func() (bool, string) {
+		get(t, vm)
+		get(t, vmi)
+		return render.PinnedNode(&vm.Spec.Template.Spec) == from && render.PinnedNode(&vmi.Spec) == from,
+			render.PinnedNode(&vm.Spec.Template.Spec) + " " + render.PinnedNode(&vmi.Spec)
+	})
+	if vmi.Status.NodeName != from || !vmi.DeletionTimestamp.IsZero() {
+		t.Errorf("the VMI: node %s, deleting %v; want it running on %s", vmi.Status.NodeName, vmi.DeletionTimestamp, from)
+	}
+	if got := eventsOf(t, c, isov1.ReasonMoveFailed); len(got) != 1 {
+		t.Errorf("MoveFailed Events %v, want one", got)
+	}
+
+	// After the backoff, the move is tried again, and succeeds.
+	fail = false
+	clk.Step(move.Backoff(1) + time.Second)
+	touch(t, vmi, "after the backoff")
+	waitForCrawler(t, c, "the second try to succeed", func(c *isov1.CrawlerVM) bool {
+		return c.Status.LastMove != nil && c.Status.LastMove.Result == isov1.MoveSucceeded && c.Status.Placement.Node == to
+	})
+}
+
+// A drain hands the crawler to isochron: the eviction of its launcher is refused and marks
+// the VMI for evacuation (evictionStrategy External), and isochron moves it live to a node
+// the model chose. With nowhere to go it stays, says what is missing, and the drain waits.
+func TestDrainHandsTheCrawlerToIsochron(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	createNode(t, rtNode("drain-1", "it", "drain"), 16)
+	c, vmi := placedCrawler(t, ns, "drained", "drain")
+
+	// The only node: the eviction is refused, and the crawler says the drain waits.
+	if err := kv.Evict(ctx, client.ObjectKeyFromObject(vmi)); !apierrors.IsTooManyRequests(err) {
+		t.Fatalf("eviction: %v, want it refused (429)", err)
+	}
+	waitForCrawler(t, c, "MoveBlocked", func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionMoving, metav1.ConditionFalse, isov1.ReasonMoveBlocked)
+	})
+	if msg := condition(c, isov1.ConditionMoving); !strings.Contains(msg, "node drain-1 is being drained") || !strings.Contains(msg, "the drain waits") {
+		t.Errorf("%s: want it to say which node drains and that the drain waits", msg)
+	}
+	if get(t, vmi); !vmi.DeletionTimestamp.IsZero() || vmi.Status.NodeName != "drain-1" {
+		t.Errorf("the crawler with nowhere to go was not kept running: %+v", vmi.Status)
+	}
+
+	// A node joins: the crawler moves there, live, and the evacuation ends.
+	createNode(t, rtNode("drain-2", "it", "drain"), 16)
+	waitForCrawler(t, c, "the evacuation to drain-2", func(c *isov1.CrawlerVM) bool {
+		l := c.Status.LastMove
+		return l != nil && l.Reason == isov1.MoveEvacuation && l.Result == isov1.MoveSucceeded && c.Status.Placement.Node == "drain-2"
+	})
+	get(t, vmi)
+	if vmi.Status.NodeName != "drain-2" || vmi.Status.EvacuationNodeName != "" || c.Status.LastMove.Mode != isov1.MoveLive {
+		t.Errorf("VMI on %s, evacuation %q, mode %s: want it live-migrated to drain-2 and the evacuation over", vmi.Status.NodeName, vmi.Status.EvacuationNodeName, c.Status.LastMove.Mode)
+	}
+	if err := kv.Evict(ctx, client.ObjectKeyFromObject(vmi)); !apierrors.IsTooManyRequests(err) {
+		t.Errorf("eviction on drain-2: %v, want it refused again (the next drain is isochron's too)", err)
+	}
+	if get(t, c); c.Status.Move == nil || c.Status.Move.To == "drain-2" {
+		// Evicted from drain-2 with drain-1 still being drained: no node, or drain-1 is
+		// avoided: the crawler never goes back to a draining node.
+		if c.Status.Move != nil {
+			t.Errorf("moving to %s", c.Status.Move.To)
+		}
+	}
+}
+
+// A VMI KubeVirt reports not live-migratable moves cold: it restarts on the node the model
+// chose, and the crawler says why.
+func TestNotLiveMigratableMovesCold(t *testing.T) {
+	ns := namespace(t)
+	createNode(t, rtNode("cold-1", "it", "cold"), 16)
+	createNode(t, rtNode("cold-2", "it", "cold"), 16)
+	c, vmi := placedCrawler(t, ns, "frozen", "cold", withOnRefuted(isov1.RefutedReplace))
+	from := c.Status.Placement.Node
+	to := map[string]string{"cold-1": "cold-2", "cold-2": "cold-1"}[from]
+	if err := kubelet.SetLiveMigratable(context.Background(), k8s, vmi, false, "InterfaceNotLiveMigratable", "cannot migrate VMI which does not use masquerade"); err != nil {
+		t.Fatal(err)
+	}
+	refute(t, c)
+	next := waitForVMI(t, client.ObjectKeyFromObject(vmi), func(v *kubevirtv1.VirtualMachineInstance) bool { return v.UID != vmi.UID })
+	if render.PinnedNode(&next.Spec) != to {
+		t.Errorf("the new VMI is pinned to %s, want %s", render.PinnedNode(&next.Spec), to)
+	}
+	waitForCrawler(t, c, "a cold move", func(c *isov1.CrawlerVM) bool {
+		return c.Status.Move != nil && c.Status.Move.Mode == isov1.MoveCold
+	})
+	if !strings.Contains(c.Status.Move.Message, "not live-migratable (InterfaceNotLiveMigratable") {
+		t.Errorf("move message %q: want KubeVirt's reason", c.Status.Move.Message)
+	}
+	setVMIPhase(t, next, kubevirtv1.Running, to)
+	waitForCrawler(t, c, "the cold move to end", func(c *isov1.CrawlerVM) bool {
+		return c.Status.LastMove != nil && c.Status.LastMove.Result == isov1.MoveSucceeded
+	})
+	if l := c.Status.LastMove; l.Mode != isov1.MoveCold || l.MigrationTime != nil || !slices.Contains([]string{to}, c.Status.Placement.Node) {
+		t.Errorf("lastMove %+v on %s: want a cold move to %s", l, c.Status.Placement.Node, to)
+	}
+}

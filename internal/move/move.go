@@ -1,0 +1,234 @@
+// Package move decides how a crawler's move to another node proceeds, from what KubeVirt
+// reports of its VMI and of the move's VirtualMachineInstanceMigration, and when a
+// failed move is tried again. It is pure: no client, no clock.
+//
+// A move is a live migration wherever KubeVirt can do one (docs/availability.md): the
+// VM's template is pinned to the new node first, KubeVirt applies that affinity to the
+// running VMI (LiveUpdate), and only then is the migration created, because KubeVirt
+// builds the migration's target pod from the VMI as it is then (migration.go
+// createTargetPod copies the VMI's required affinity). A VMI that does not run, or that
+// KubeVirt reports not live-migratable, restarts on the new node instead (cold).
+package move
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/format"
+	"isochron.io/isochron/internal/placement"
+	"isochron.io/isochron/internal/render"
+)
+
+// Step is what to do next for a move.
+type Step int
+
+const (
+	// Wait: KubeVirt is working (applying the affinity, migrating, starting the VMI).
+	Wait Step = iota
+	// Migrate: create the move's VirtualMachineInstanceMigration.
+	Migrate
+	// Restart: delete the VMI; KubeVirt starts it on the new node (a cold move).
+	Restart
+	// Done: the crawler runs on the new node; the node it left is released.
+	Done
+	// Fail: the migration failed or was aborted; the crawler stays where it runs, the new
+	// node is released, and the move is tried again after Backoff.
+	Fail
+)
+
+// State is what KubeVirt reports of a moving crawler.
+type State struct {
+	// Move is the move in progress (status.move).
+	Move *isov1.Move
+	// VMI is the crawler's VMI, nil for none.
+	VMI *kubevirtv1.VirtualMachineInstance
+	// Migration is the move's migration (status.move.migration), nil when there is none.
+	Migration *kubevirtv1.VirtualMachineInstanceMigration
+	// RestartRequired is set when KubeVirt reports that the crawler's VM needs a restart:
+	// it then applies no live update to the VMI, the new affinity included (vm.go sync).
+	RestartRequired bool
+}
+
+// Next is the next step of a move.
+type Next struct {
+	Step Step
+	// Cold is set when the move goes on as a restart on the new node (Why says why).
+	Cold bool
+	// Why explains a cold move or a failure, or what the move waits for.
+	Why string
+	// MigrationTime is, when a live move is done, how long KubeVirt's migration ran.
+	MigrationTime time.Duration
+}
+
+// NextStep decides the next step of the move in st.
+func NextStep(st State) Next {
+	m, vmi := st.Move, st.VMI
+	if vmi == nil || !vmi.DeletionTimestamp.IsZero() {
+		why := fmt.Sprintf("waiting for KubeVirt to start the VMI on node %s", m.To)
+		return Next{Step: Wait, Cold: m.Mode == isov1.MoveLive, Why: why}
+	}
+	running := vmi.Status.Phase == kubevirtv1.Running
+	if running && vmi.Status.NodeName == m.To && !Migrating(vmi) {
+		n := Next{Step: Done}
+		if s := vmi.Status.MigrationState; m.Mode == isov1.MoveLive && s != nil && s.StartTimestamp != nil && s.EndTimestamp != nil {
+			n.MigrationTime = s.EndTimestamp.Sub(s.StartTimestamp.Time)
+		}
+		return n
+	}
+	if !running {
+		if render.PinnedNode(&vmi.Spec) == m.To {
+			return Next{Step: Wait, Cold: m.Mode == isov1.MoveLive, Why: fmt.Sprintf("VMI %s is %s, pinned to node %s", vmi.Name, phase(vmi), m.To)}
+		}
+		return Next{Step: Restart, Cold: true, Why: fmt.Sprintf("VMI %s does not run (%s): it restarts on node %s", vmi.Name, phase(vmi), m.To)}
+	}
+	if m.Mode == isov1.MoveCold {
+		return Next{Step: Restart, Cold: true, Why: m.Message}
+	}
+	if m.Migration != "" {
+		mig := st.Migration
+		switch {
+		case mig == nil:
+			return Next{Step: Fail, Why: fmt.Sprintf("migration %s was deleted before it completed", m.Migration)}
+		case mig.Status.Phase == kubevirtv1.MigrationFailed:
+			return Next{Step: Fail, Why: fmt.Sprintf("migration %s failed: %s", mig.Name, failureOf(mig))}
+		case mig.Status.Phase == kubevirtv1.MigrationSucceeded:
+			return Next{Step: Wait, Why: fmt.Sprintf("migration %s succeeded; waiting for the VMI to report node %s", mig.Name, m.To)}
+		}
+		return Next{Step: Wait, Why: fmt.Sprintf("migration %s is %s", mig.Name, migrationPhase(mig))}
+	}
+	if c := condition(vmi, kubevirtv1.VirtualMachineInstanceIsMigratable); c != nil && c.Status == corev1.ConditionFalse {
+		return Next{Step: Restart, Cold: true, Why: fmt.Sprintf("KubeVirt reports VMI %s not live-migratable (%s: %s): it restarts on node %s", vmi.Name, c.Reason, c.Message, m.To)}
+	}
+	if render.PinnedNode(&vmi.Spec) != m.To {
+		if st.RestartRequired {
+			return Next{Step: Restart, Cold: true, Why: fmt.Sprintf("KubeVirt applies no new affinity to VMI %s while its VM requires a restart (a change it cannot apply live): it restarts on node %s", vmi.Name, m.To)}
+		}
+		return Next{Step: Wait, Why: fmt.Sprintf("waiting for KubeVirt to pin VMI %s to node %s (LiveUpdate)", vmi.Name, m.To)}
+	}
+	if Migrating(vmi) {
+		return Next{Step: Wait, Why: fmt.Sprintf("another migration of VMI %s runs", vmi.Name)}
+	}
+	return Next{Step: Migrate}
+}
+
+// Migrating says whether a migration of the VMI is transferring it (KubeVirt's
+// migrations.IsMigrating: started and not ended).
+func Migrating(vmi *kubevirtv1.VirtualMachineInstance) bool {
+	s := vmi.Status.MigrationState
+	return s != nil && s.StartTimestamp != nil && s.EndTimestamp == nil
+}
+
+func phase(vmi *kubevirtv1.VirtualMachineInstance) string {
+	if vmi.Status.Phase == "" {
+		return "not scheduled yet"
+	}
+	return string(vmi.Status.Phase)
+}
+
+func migrationPhase(mig *kubevirtv1.VirtualMachineInstanceMigration) string {
+	if mig.Status.Phase == "" {
+		return "pending"
+	}
+	return string(mig.Status.Phase)
+}
+
+// failureOf is why KubeVirt says a migration failed.
+func failureOf(mig *kubevirtv1.VirtualMachineInstanceMigration) string {
+	if s := mig.Status.MigrationState; s != nil {
+		if s.AbortStatus == kubevirtv1.MigrationAbortSucceeded {
+			return "aborted"
+		}
+		if s.FailureReason != "" {
+			return s.FailureReason
+		}
+	}
+	for _, c := range mig.Status.Conditions {
+		if c.Status == corev1.ConditionTrue && c.Message != "" {
+			return c.Message
+		}
+	}
+	return "KubeVirt gives no reason; kubectl describe vmim " + mig.Name
+}
+
+func condition(vmi *kubevirtv1.VirtualMachineInstance, typ kubevirtv1.VirtualMachineInstanceConditionType) *kubevirtv1.VirtualMachineInstanceCondition {
+	for i := range vmi.Status.Conditions {
+		if vmi.Status.Conditions[i].Type == typ {
+			return &vmi.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// A failed move is tried again after Backoff(n), n the failures in a row: a minute,
+// doubled each time, at most half an hour. A migration that failed (the target could
+// not keep up, the target pod could not start) often fails again at once; the doubling
+// keeps a move that cannot succeed from loading the network and the nodes, and the cap
+// keeps a drain that waits on it from waiting much longer than the condition took to
+// clear.
+const (
+	BackoffBase = time.Minute
+	BackoffMax  = 30 * time.Minute
+)
+
+// Backoff is the wait after the n-th failed move in a row (n >= 1).
+func Backoff(n int32) time.Duration {
+	d := BackoffBase
+	for i := int32(1); i < n && d < BackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, BackoffMax)
+}
+
+// RetryWait is how long until a move may be tried again after last, 0 when it may now.
+func RetryWait(last *isov1.MoveRecord, now time.Time) time.Duration {
+	if last == nil || last.Result != isov1.MoveFailed || last.RetryAfter == nil {
+		return 0
+	}
+	return max(last.RetryAfter.Sub(now), 0)
+}
+
+// A node where a probe refuted a crawler's SLO is not offered to the crawler's moves for
+// DefaultRefutedMemory (the manager's --refuted-node-memory). The probes' correction of a
+// node's prediction is bounded (calibration.Max), so the corrected model can
+// still accept a node where probes measured the crawler at several times its tolerance:
+// the crawler's own refutation keeps it away. A day covers a building's daily load cycle,
+// which the crawler and its neighbours follow, so a refutation speaks for at least that;
+// then the node is offered again and a probe there judges it anew. At most
+// MaxRefutations nodes are remembered, newest first: a crawler refuted on that many
+// nodes in a day has a problem no placement solves.
+const (
+	DefaultRefutedMemory = 24 * time.Hour
+	MaxRefutations       = 8
+)
+
+// Remember records r, newest first: an older refutation of the same node is replaced, and
+// refutations older than memory and beyond MaxRefutations are forgotten.
+func Remember(list []isov1.Refutation, r isov1.Refutation, now time.Time, memory time.Duration) []isov1.Refutation {
+	out := []isov1.Refutation{r}
+	for _, x := range list {
+		if x.Node != r.Node && now.Sub(x.Time.Time) < memory && len(out) < MaxRefutations {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// Avoid are the nodes of list refuted within memory before now, as placement avoids them.
+func Avoid(list []isov1.Refutation, now time.Time, memory time.Duration) []placement.Avoid {
+	var out []placement.Avoid
+	for _, x := range list {
+		if now.Sub(x.Time.Time) >= memory {
+			continue
+		}
+		why := fmt.Sprintf("probe Job %s refuted the crawler's SLO there at %s", x.Job, x.Time.UTC().Format(time.RFC3339))
+		if x.IntervalError != nil {
+			why = fmt.Sprintf("probe Job %s measured %s there at %s, refuting the crawler's SLO", x.Job, format.Duration(x.IntervalError.Duration), x.Time.UTC().Format(time.RFC3339))
+		}
+		out = append(out, placement.Avoid{Node: x.Node, Why: why})
+	}
+	return out
+}
