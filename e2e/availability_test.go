@@ -1,0 +1,124 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+)
+
+// runningShared creates a shared crawler (5 requests/s) and waits until its VMI runs and
+// it is Ready; it returns the VMI.
+func runningShared(ctx context.Context, t *testing.T, ns, name string) (*isov1.CrawlerVM, *kubevirtv1.VirtualMachineInstance) {
+	t.Helper()
+	cvm := crawler(ns, name, func(c *isov1.CrawlerVM) {
+		c.Spec.RPS = 5
+		c.Spec.CPUPlacement = isov1.CPUPlacementShared
+	})
+	if err := cl.Create(ctx, cvm); err != nil {
+		t.Fatalf("creating CrawlerVM: %v", err)
+	}
+	vmi := &kubevirtv1.VirtualMachineInstance{}
+	waitFor(t, runTimeout, "VMI Running and Ready=True", func() (bool, string, error) {
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, vmi); err != nil {
+			return false, err.Error(), client.IgnoreNotFound(err)
+		}
+		c := condition(ctx, t, cvm, isov1.ConditionReady)
+		return vmi.Status.Phase == kubevirtv1.Running && c != nil && c.Status == metav1.ConditionTrue,
+			fmt.Sprintf("VMI phase %s, Ready: %v", vmi.Status.Phase, c), nil
+	})
+	return cvm, vmi
+}
+
+// A crashed crawler runs again with nobody acting: its QEMU killed by PID, KubeVirt's VM
+// controller starts a new VMI (runStrategy Always), and the crawler is Ready again.
+func TestCrashedCrawlerRestartsByItself(t *testing.T) {
+	ctx := context.Background()
+	ns := testNamespace(t)
+	cvm, vmi := runningShared(ctx, t, ns, "crash")
+	launcher := launcherPod(ctx, t, vmi)
+	vm := &kubevirtv1.VirtualMachine{}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(vmi), vm); err != nil || !metav1.IsControlledBy(vmi, vm) {
+		t.Fatalf("VM %s: %v; the VMI's owners %+v: want the VMI started by the crawler's VM", vmi.Name, err, vmi.OwnerReferences)
+	}
+
+	// The QEMU of the guest, by its PID, as the compute container sees it.
+	script := `for d in /proc/[0-9]*; do if tr '\0' ' ' < $d/cmdline 2>/dev/null | grep -q '^/usr/[a-z]*/qemu-system'; then p=${d#/proc/}; kill -9 $p && echo $p; exit; fi; done; exit 1`
+	args := []string{"exec", "-n", ns, launcher.Name, "-c", "compute", "--", "sh", "-c", script}
+	out, err := exec.Command(kubectl, args...).Output()
+	if err != nil {
+		t.Fatalf("killing QEMU: kubectl %s: %v%s", strings.Join(args[:6], " "), err, stderrOf(err))
+	}
+	killed := time.Now()
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+	t.Logf("killed QEMU (PID %d) of VMI %s (uid %s)", pid, vmi.Name, vmi.UID)
+
+	next := &kubevirtv1.VirtualMachineInstance{}
+	var seenDown bool
+	waitFor(t, runTimeout, "a new VMI Running and the crawler Ready again", func() (bool, string, error) {
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(vmi), next); err != nil {
+			return false, err.Error(), client.IgnoreNotFound(err)
+		}
+		c := condition(ctx, t, cvm, isov1.ConditionReady)
+		if c != nil && c.Status != metav1.ConditionTrue {
+			seenDown = true
+		}
+		return next.UID != vmi.UID && next.Status.Phase == kubevirtv1.Running && c != nil && c.Status == metav1.ConditionTrue,
+			fmt.Sprintf("VMI uid %s phase %s, Ready: %v", next.UID, next.Status.Phase, c), nil
+	})
+	t.Logf("from the kill to the new VMI Running and the crawler Ready: %s (the crawler was seen not Ready: %v)", time.Since(killed).Round(time.Second), seenDown)
+	if next.Status.NodeName != cvm.Status.Placement.Node {
+		t.Errorf("the new VMI runs on %s, the crawler is placed on %s", next.Status.NodeName, cvm.Status.Placement.Node)
+	}
+	deleteAndWaitGone(ctx, t, cvm, launcherPod(ctx, t, next))
+}
+
+// A drain of a crawler's node (here the only node, so there is nowhere to go) hands the
+// crawler to isochron: the eviction of its launcher is refused (evictionStrategy External),
+// the crawler keeps running, says why it stays, and the drain waits, until the test stops
+// it.
+func TestDrainOfTheOnlyNodeWaits(t *testing.T) {
+	ctx := context.Background()
+	ns := testNamespace(t)
+	cvm, vmi := runningShared(ctx, t, ns, "drained")
+	node := vmi.Status.NodeName
+	t.Cleanup(func() { _ = exec.Command(kubectl, "uncordon", node).Run() })
+
+	// The drain of the crawler's launcher alone (the cluster's own pods run on the node
+	// too), bounded: kubectl retries the refused eviction every 5 s until its timeout.
+	args := []string{"drain", node, "--pod-selector", kubevirtv1.CreatedByLabel + "=" + string(vmi.UID), "--timeout=40s"}
+	out, err := exec.Command(kubectl, args...).CombinedOutput()
+	t.Logf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	if err == nil {
+		t.Fatalf("the drain completed: the crawler's launcher was evicted with nowhere to go")
+	}
+	if !strings.Contains(string(out), "evacuation") {
+		t.Errorf("the drain's refusals do not come from KubeVirt's evacuation (evictionStrategy External): %s", out)
+	}
+	c := condition(ctx, t, cvm, isov1.ConditionMoving)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != isov1.ReasonMoveBlocked || !strings.Contains(c.Message, "the drain waits") {
+		t.Errorf("Moving = %+v, want False/%s saying the drain waits", c, isov1.ReasonMoveBlocked)
+	}
+	got := &kubevirtv1.VirtualMachineInstance{}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(vmi), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.UID != vmi.UID || got.Status.Phase != kubevirtv1.Running || got.Status.EvacuationNodeName != node {
+		t.Errorf("VMI uid %s (was %s) phase %s evacuation %q: want the same VMI running, marked for evacuation from %s", got.UID, vmi.UID, got.Status.Phase, got.Status.EvacuationNodeName, node)
+	}
+	if r := condition(ctx, t, cvm, isov1.ConditionReady); r == nil || r.Status != metav1.ConditionTrue {
+		t.Errorf("Ready = %+v, want True: the crawler stays up while the drain waits", r)
+	}
+	deleteAndWaitGone(ctx, t, cvm, launcherPod(ctx, t, got))
+}
