@@ -63,6 +63,9 @@ type CrawlerVMReconciler struct {
 	minMoveInterval time.Duration
 	// refutedMemory is how long a node that refuted a crawler is kept from its moves.
 	refutedMemory time.Duration
+	// nodeLostGrace is how long a crawler's node may be not ready before the crawler is
+	// presumed down.
+	nodeLostGrace time.Duration
 	// apiPollInterval is how often an optional API the operator waits for is looked for.
 	apiPollInterval time.Duration
 	// sharedNetworks are the namespaces whose RT networks every namespace may use.
@@ -109,6 +112,12 @@ func WithRefutedNodeMemory(d time.Duration) Option {
 	return func(r *CrawlerVMReconciler) { r.refutedMemory = d }
 }
 
+// WithNodeLostGrace sets how long a crawler's node may be not ready before the crawler is
+// presumed down (default move.DefaultNodeLostGrace).
+func WithNodeLostGrace(d time.Duration) Option {
+	return func(r *CrawlerVMReconciler) { r.nodeLostGrace = d }
+}
+
 // WithAPIPollInterval sets how often the operator asks whether an optional API it waits
 // for is served (default DefaultAPIPollInterval).
 func WithAPIPollInterval(d time.Duration) Option {
@@ -144,6 +153,7 @@ func NewCrawlerVMReconciler(mgr ctrl.Manager, opts ...Option) *CrawlerVMReconcil
 
 		minMoveInterval: slo.DefaultMinMoveInterval,
 		refutedMemory:   move.DefaultRefutedMemory,
+		nodeLostGrace:   move.DefaultNodeLostGrace,
 	}
 	for _, o := range opts {
 		o(r)
@@ -194,13 +204,19 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	// A Service that cannot be had (its IP range full) does not hold the VMI back: its
 	// agent then finds the gateway by name, and the error retries the Service.
 	gatewayIP, svcErr := r.ensureProbeService(ctx, cvm)
-	running, err := r.runVM(ctx, cvm, st, gatewayIP)
+	running, node, err := r.runVM(ctx, cvm, st, gatewayIP)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if svcErr != nil {
 		return ctrl.Result{}, svcErr
 	}
+	if node.Fenced {
+		wait, err := r.recoverFromLostNode(ctx, cvm, st, node)
+		r.trackOutage(ctx, cvm, st, node)
+		return ctrl.Result{RequeueAfter: wait}, err
+	}
+	r.trackOutage(ctx, cvm, st, node)
 	// A moving crawler is measured again where it arrives: no probe, no remediation and
 	// no evacuation while it moves.
 	steady := running
@@ -210,6 +226,9 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	after, err := r.runProbes(ctx, cvm, st, steady)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if node.Wait > 0 && (after == 0 || node.Wait < after) {
+		after = node.Wait // the node not ready: look again when the grace ends
 	}
 	for _, act := range []func() (time.Duration, error){
 		func() (time.Duration, error) { return r.evacuate(ctx, cvm, st, steady) },
@@ -375,6 +394,9 @@ func (r *CrawlerVMReconciler) triggers() []trigger {
 		// A node added, removed, or whose capacity, labels, taints or cordon changed may
 		// fit a waiting crawler; heartbeats, most Node updates, are ignored.
 		{object: &corev1.Node{}, on: nodeCapacityChanged, wakes: unplaced},
+		// A node that stops or starts being ready, is fenced (its taints) or is deleted:
+		// its crawlers may be lost, or moved elsewhere (move.Node).
+		{object: &corev1.Node{}, on: nodeHealthChanged, wakes: onNodeNamed},
 		// A pod that held a node's resources and stops holding them (deleted, or finished)
 		// frees them; a finished probe pod deleted by its TTL frees nothing.
 		{object: &corev1.Pod{}, on: podReleased, wakes: unplaced},
@@ -607,6 +629,18 @@ func reservationOf(o client.Object) reservation {
 	res, _ := inventory.Resident(c)
 	l, _ := inventory.Leaving(c)
 	return reservation{node: res.Node, leaving: l.Node, sizing: res.Sizing}
+}
+
+// nodeHealthChanged selects a Node's deletion and the updates that change its readiness
+// or its taints (the out-of-service taint fences it).
+var nodeHealthChanged = predicate.Funcs{
+	CreateFunc: func(event.CreateEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)
+		return o == nil || n == nil || inventory.NodeReady(o) != inventory.NodeReady(n) || !equality.Semantic.DeepEqual(o.Spec.Taints, n.Spec.Taints)
+	},
+	DeleteFunc:  func(event.DeleteEvent) bool { return true },
+	GenericFunc: func(event.GenericEvent) bool { return false },
 }
 
 // nodeCapacityChanged ignores the heartbeats that make up most Node updates.

@@ -299,3 +299,31 @@ func restartRequired(vm *kubevirtv1.VirtualMachine) bool {
 	}
 	return false
 }
+
+// recoverFromLostNode starts the crawler on another node once its node is lost and fenced
+// (node, move.Node): a cold move (its first copy is gone), placed by the model like any
+// move; the VM's template is pinned to the new node before KubeVirt starts the next VMI,
+// so that it does not start pinned to the dead node. Where no node fits, the crawler
+// stays down and says what is missing. It returns when to look again.
+func (r *CrawlerVMReconciler) recoverFromLostNode(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter, node move.NodeState) (time.Duration, error) {
+	if cvm.Status.Move != nil || cvm.Status.Placement == nil {
+		return 0, nil
+	}
+	from := cvm.Status.Placement.Node
+	d, err := r.startMove(ctx, cvm, st, isov1.MoveNodeLost, []placement.Avoid{{Node: from, Why: "node is lost"}}, node.Why, func(placement.Decision) {
+		cvm.Status.Move.Mode = isov1.MoveCold
+	})
+	if err != nil || d.Placed() {
+		return 0, err
+	}
+	if d.Reason == "" {
+		return 0, nil
+	}
+	msg := fmt.Sprintf("%s, and no other node can hold the crawler within every crawler's budget: %s; it stays down until one can", node.Why, d.Reason)
+	if c := apimeta.FindStatusCondition(cvm.Status.Conditions, isov1.ConditionMoving); c == nil || c.Reason != isov1.ReasonMoveBlocked {
+		st.event(cvm, corev1.EventTypeWarning, isov1.ReasonMoveBlocked, msg)
+		st.after(func() { r.metrics.moves.WithLabelValues(string(isov1.MoveNodeLost), "", moveNoNode).Inc() })
+	}
+	setCondition(cvm, isov1.ConditionMoving, false, isov1.ReasonMoveBlocked, msg)
+	return blockedRetry, nil
+}

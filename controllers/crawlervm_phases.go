@@ -42,6 +42,9 @@ func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, s
 			r.refreshPrediction(cvm, inv)
 			return false, nil
 		}
+		if cvm.Status.VMI != nil {
+			return false, nil // its node is gone: the node loss moves it (recoverFromLostNode)
+		}
 	}
 	before := reservationOf(cvm)
 	done, undo, err := r.decidePlacement(ctx, cvm)

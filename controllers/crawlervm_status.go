@@ -89,8 +89,8 @@ func vmReadiness(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineIn
 // present only while True) from Placed and Ready, so that Flux, Argo CD and
 // `kubectl wait` read a crawler's health the standard way: Reconciling while it is
 // being placed or its VMI starts, Stalled when it cannot get there without a change
-// (no node fits, its network is missing or not allowed, its VM crash-loops or a person
-// stopped it), neither once Ready. A failed VMI is progress: KubeVirt starts a new one.
+// (no node fits, its network is missing or not allowed, its VM crash-loops, a person
+// stopped it, its node is lost and not fenced yet), neither once Ready. A failed VMI is progress: KubeVirt starts a new one.
 // SLOConfirmed is an observation of a running crawler and does not change them.
 func setProgress(cvm *isov1.CrawlerVM) {
 	conds := &cvm.Status.Conditions
@@ -104,7 +104,7 @@ func setProgress(cvm *isov1.CrawlerVM) {
 		// Ready speaks of an earlier spec: the current one is still being applied.
 		reconciling = &metav1.Condition{Reason: isov1.ReasonSpecChanged, Message: fmt.Sprintf("applying spec generation %d", cvm.Generation)}
 	case ready != nil && ready.Status == metav1.ConditionTrue:
-	case ready != nil && (ready.Reason == isov1.ReasonVMCrashLoop || ready.Reason == isov1.ReasonVMStopped || ready.Reason == isov1.ReasonRTNetworkNotFound ||
+	case ready != nil && (ready.Reason == isov1.ReasonVMCrashLoop || ready.Reason == isov1.ReasonVMStopped || ready.Reason == isov1.ReasonNodeLost || ready.Reason == isov1.ReasonRTNetworkNotFound ||
 		ready.Reason == isov1.ReasonRTNetworkNotAllowed || ready.Reason == isov1.ReasonInvalid || ready.Reason == isov1.ReasonLauncherUnschedulable):
 		stalled = ready
 	case ready != nil:

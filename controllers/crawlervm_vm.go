@@ -18,6 +18,7 @@ import (
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/inventory"
+	"isochron.io/isochron/internal/move"
 	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/slo"
 )
@@ -31,38 +32,40 @@ import (
 // writes the VM (render.PlanVMWrite), restarts a VMI once when KubeVirt cannot apply a
 // changed input to it, and brings a bare VMI of an earlier release under its VM running
 // (adoptVMI); a move in progress takes its next step (carryOutMove). It returns the VMI
-// when it runs, else nil.
-func (r *CrawlerVMReconciler) runVM(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter, gatewayIP string) (*kubevirtv1.VirtualMachineInstance, error) {
+// when it runs, else nil, and what became of its node (a crawler on a lost node is not
+// Ready, whatever KubeVirt reports of its VMI).
+func (r *CrawlerVMReconciler) runVM(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter, gatewayIP string) (*kubevirtv1.VirtualMachineInstance, move.NodeState, error) {
+	var none move.NodeState
 	held := cvm.Status.Placement
 	size, ok := inventory.Resident(cvm)
 	if !ok {
-		return nil, nil
+		return nil, none, nil
 	}
 	if err := render.NetworkAllowed(cvm, r.sharedNetworks); err != nil {
 		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonRTNetworkNotAllowed, err.Error())
-		return nil, nil
+		return nil, none, nil
 	}
 	binding, guestDSCP, err := r.rtBinding(ctx, cvm)
 	switch {
 	case apierrors.IsNotFound(err):
 		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonRTNetworkNotFound,
 			fmt.Sprintf("spec.rtNIC.networkName: NetworkAttachmentDefinition %s not found; create it or fix the name", render.NetworkKey(cvm)))
-		return nil, nil
+		return nil, none, nil
 	case apimeta.IsNoMatchError(err):
 		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonMultusNotInstalled,
 			fmt.Sprintf("spec.rtNIC needs Multus, and this cluster does not serve its NetworkAttachmentDefinition API (%s): install Multus, or remove spec.rtNIC; the crawler starts once the API is served", nadv1.SchemeGroupVersion))
-		return nil, nil
+		return nil, none, nil
 	case err != nil:
-		return nil, err
+		return nil, none, err
 	}
 	key := client.ObjectKey{Namespace: cvm.Namespace, Name: render.Name(cvm)}
 	vm, err := getOrNil(ctx, r.Client, key, &kubevirtv1.VirtualMachine{})
 	if err != nil {
-		return nil, fmt.Errorf("reading VM %s: %w", key.Name, err)
+		return nil, none, fmt.Errorf("reading VM %s: %w", key.Name, err)
 	}
 	vmi, err := getOrNil(ctx, r.Client, key, &kubevirtv1.VirtualMachineInstance{})
 	if err != nil {
-		return nil, fmt.Errorf("reading VMI %s: %w", key.Name, err)
+		return nil, none, fmt.Errorf("reading VMI %s: %w", key.Name, err)
 	}
 	in := render.Input{CrawlerVM: cvm, Sizing: size.Sizing, Node: held.Node, RTBinding: binding,
 		GuestDSCP: guestDSCP, Agent: &render.Agent{Image: r.probes.Image, Gateways: slo.GatewayURLs(cvm, gatewayIP)}}
@@ -72,12 +75,12 @@ func (r *CrawlerVMReconciler) runVM(ctx context.Context, cvm *isov1.CrawlerVM, s
 	desired, err := render.VM(in)
 	if err != nil {
 		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonInvalid, err.Error())
-		return nil, nil
+		return nil, none, nil
 	}
 	if vm != nil && !metav1.IsControlledBy(vm, cvm) {
 		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonInvalid,
 			fmt.Sprintf("a VirtualMachine named %s exists and is not owned by this CrawlerVM; delete or rename it", vm.Name))
-		return nil, nil
+		return nil, none, nil
 	}
 	cvm.Status.VMI = &isov1.VMIStatus{Name: key.Name}
 	if vmi != nil {
@@ -88,73 +91,80 @@ func (r *CrawlerVMReconciler) runVM(ctx context.Context, cvm *isov1.CrawlerVM, s
 		if vmi != nil {
 			// A VMI before its VM: a bare VMI of an earlier release, or another's.
 			if done, err := r.adoptVMI(ctx, cvm, vmi, in); done || err != nil {
-				return nil, err
+				return nil, none, err
 			}
 		}
 		if err := r.applyVM(ctx, desired); err != nil {
-			return nil, err
+			return nil, none, err
 		}
 		if vmi == nil {
 			r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.EventReasonVMICreated, "Created VM %s on node %s", desired.Name, held.Node)
 			setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonVMIPending, fmt.Sprintf("VM %s created, waiting for KubeVirt to start its VMI", desired.Name))
-			return nil, nil
+			return nil, none, nil
 		}
 		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.EventReasonVMIAdopted, "VMI %s, created by an earlier release of isochron from the current spec, keeps running under its new VM", vmi.Name)
-		return nil, nil // the VM is read again when KubeVirt has adopted the VMI
+		return nil, none, nil // the VM is read again when KubeVirt has adopted the VMI
 	}
 
 	switch render.PlanVMWrite(vm, in) {
 	case render.WriteApply:
 		if err := r.applyVM(ctx, desired); err != nil {
-			return nil, err
+			return nil, none, err
 		}
 	case render.WriteAffinity:
 		patch, err := render.AffinityPatch(held.Node)
 		if err != nil {
-			return nil, err
+			return nil, none, err
 		}
 		if err := r.Patch(ctx, vm, client.RawPatch(types.MergePatchType, patch)); err != nil {
-			return nil, fmt.Errorf("pinning VM %s to node %s: %w", vm.Name, held.Node, err)
+			return nil, none, fmt.Errorf("pinning VM %s to node %s: %w", vm.Name, held.Node, err)
 		}
 	}
 	if vmi == nil || !metav1.IsControlledBy(vmi, vm) {
 		ok, reason, msg := vmReadiness(vm, nil)
 		r.setReady(cvm, ok, reason, msg)
-		return nil, r.carryOutMove(ctx, cvm, st, vm, nil)
+		return nil, none, r.carryOutMove(ctx, cvm, st, vm, nil)
 	}
 	if vmi.Status.VirtualMachineRevisionName == "" {
 		// Adopted: give KubeVirt the start revision it keeps for the VMIs it starts.
 		if err := r.recordStartRevision(ctx, vm, vmi); err != nil {
-			return nil, err
+			return nil, none, err
 		}
 	}
 	if restartForInputs(vm, vmi) {
 		// A changed input KubeVirt cannot apply to the running VMI: it starts the new one
 		// (runStrategy Always) once this one is gone.
 		if err := r.Delete(ctx, vmi, client.Preconditions{UID: &vmi.UID}); client.IgnoreNotFound(err) != nil {
-			return nil, fmt.Errorf("restarting VMI %s: %w", vmi.Name, err)
+			return nil, none, fmt.Errorf("restarting VMI %s: %w", vmi.Name, err)
 		}
 		why := fmt.Sprintf("spec generation %d changed what the VM is made from (spec, size or RT binding), which KubeVirt cannot apply to a running VMI", cvm.Generation)
 		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.ReasonVMIReplacing, "Restarting VMI %s: %s", vmi.Name, why)
 		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonVMIReplacing, fmt.Sprintf("%s; VMI %s restarts", why, vmi.Name))
-		return nil, nil
+		return nil, none, nil
 	}
 	ok, reason, msg := vmReadiness(vm, vmi)
 	if !ok && reason == isov1.ReasonVMIPending {
 		if reason2, msg2, err := r.launcherUnschedulable(ctx, cvm, vmi); err != nil {
-			return nil, err
+			return nil, none, err
 		} else if reason2 != "" {
 			reason, msg = reason2, msg2
 		}
 	}
+	node, err := r.nodeState(ctx, cvm, vmi)
+	if err != nil {
+		return nil, none, err
+	}
+	if node.Lost {
+		ok, reason, msg = false, isov1.ReasonNodeLost, lostMessage(node)
+	}
 	r.setReady(cvm, ok, reason, msg)
 	if err := r.carryOutMove(ctx, cvm, st, vm, vmi); err != nil {
-		return nil, err
+		return nil, node, err
 	}
 	if !ok {
-		return nil, nil
+		return nil, node, nil
 	}
-	return vmi, nil
+	return vmi, node, nil
 }
 
 // setReady sets the Ready condition and records an Event when it turns to a reason worth
@@ -169,7 +179,7 @@ func (r *CrawlerVMReconciler) setReady(cvm *isov1.CrawlerVM, ok bool, reason, ms
 	switch reason {
 	case isov1.ReasonVMIRunning:
 		r.Recorder.Event(cvm, corev1.EventTypeNormal, reason, msg)
-	case isov1.ReasonVMCrashLoop, isov1.ReasonLauncherUnschedulable, isov1.ReasonVMIFailed:
+	case isov1.ReasonVMCrashLoop, isov1.ReasonLauncherUnschedulable, isov1.ReasonVMIFailed, isov1.ReasonNodeLost:
 		r.Recorder.Event(cvm, corev1.EventTypeWarning, reason, msg)
 	}
 }
@@ -309,6 +319,29 @@ func restartForInputs(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMach
 		return false
 	}
 	return restartRequired(vm) && vmi.Annotations[isov1.AnnotationVMInputs] != vm.Spec.Template.ObjectMeta.Annotations[isov1.AnnotationVMInputs]
+}
+
+// nodeState is what became of the node the crawler's VMI runs on, or of the node it is
+// placed on while no VMI runs (move.Node): a VMI KubeVirt still reports Running on a lost
+// node is not up.
+func (r *CrawlerVMReconciler) nodeState(ctx context.Context, cvm *isov1.CrawlerVM, vmi *kubevirtv1.VirtualMachineInstance) (move.NodeState, error) {
+	name := cvm.Status.Placement.Node
+	if vmi != nil && vmi.Status.NodeName != "" {
+		name = vmi.Status.NodeName
+	}
+	node, err := getOrNil(ctx, r.Client, client.ObjectKey{Name: name}, &corev1.Node{})
+	if err != nil {
+		return move.NodeState{}, fmt.Errorf("reading node %s: %w", name, err)
+	}
+	return move.Node(node, name, vmi, r.clock.Now(), r.nodeLostGrace), nil
+}
+
+// lostMessage is the Ready condition's message for a crawler on a lost node.
+func lostMessage(n move.NodeState) string {
+	if n.Fenced {
+		return n.Why + ": isochron starts the crawler on another node"
+	}
+	return n.Why + ": the crawler is presumed down. isochron starts it on another node once the node is fenced (taint it node.kubernetes.io/out-of-service=nodeshutdown:NoExecute, or delete the Node, once it is known to be off; Node Health Check with a fence agent does it in seconds; docs/availability.md), never before: two copies of a crawler must never run at once"
 }
 
 // getOrNil reads obj by key from the cache, nil when there is none.

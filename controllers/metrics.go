@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/outage"
 	"isochron.io/isochron/internal/placement"
 	"isochron.io/isochron/internal/slo"
 )
@@ -35,6 +36,10 @@ type metrics struct {
 	ready              *prometheus.GaugeVec
 	sloConfirmed       *prometheus.GaugeVec
 	atRisk             *prometheus.GaugeVec
+	nodeLost           *prometheus.GaugeVec
+	down               *prometheus.GaugeVec
+	outages            *prometheus.CounterVec
+	downtime           *prometheus.CounterVec
 	placementDecisions *prometheus.CounterVec
 	placementDuration  prometheus.Histogram
 	placementBatch     prometheus.Histogram
@@ -107,6 +112,22 @@ func newMetrics(start time.Time) *metrics {
 			Name: "isochron_crawler_at_risk",
 			Help: "The AtRisk condition: 1 when the crawler's prediction on its node, refreshed for what is there now, exceeds its tolerance, 0 while within; absent while it holds no node.",
 		}, crawlerLabels()),
+		nodeLost: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "isochron_crawler_node_lost",
+			Help: "1 while the crawler's node has not been ready for longer than --node-lost-grace (Ready=False, reason NodeLost): the crawler is presumed down until the node is fenced and it starts elsewhere; 0 otherwise.",
+		}, crawlerLabels()),
+		down: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "isochron_crawler_down",
+			Help: "1 while the crawler is in an outage (status.outages: it ran and stopped running), 0 otherwise; avg_over_time of it is the share of time it was down, which the downtime burn-rate alerts compare to the error budget.",
+		}, crawlerLabels()),
+		outages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "isochron_crawler_outages_total",
+			Help: "Outages of the crawler, by cause (Crash, Move, Drain, NodeLoss, SpecChange, Unplaceable, Stopped), counted when each begins.",
+		}, crawlerLabels("cause")),
+		downtime: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "isochron_crawler_downtime_seconds_total",
+			Help: "Time the crawler was down, by cause, added when each outage ends.",
+		}, crawlerLabels("cause")),
 		placementDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "isochron_placement_decisions_total",
 			Help: "Placement decisions, by result: placed or unschedulable.",
@@ -150,13 +171,13 @@ func newMetrics(start time.Time) *metrics {
 // crawlerGauges are the gauges with a series per crawler.
 func (m *metrics) crawlerGauges() []*prometheus.GaugeVec {
 	return []*prometheus.GaugeVec{m.predictedError, m.measuredError, m.toleranceSeconds, m.rtnicMisses, m.sloConfirmed,
-		m.objectiveRatio, m.budgetRemaining, m.placed, m.ready, m.atRisk}
+		m.objectiveRatio, m.budgetRemaining, m.placed, m.ready, m.atRisk, m.nodeLost, m.down}
 }
 
 // register adds the metrics, and the node collector, to reg.
 func (m *metrics) register(reg prometheus.Registerer, nodes prometheus.Collector) error {
 	cs := []prometheus.Collector{m.probeRuns, m.probeIntervals, m.probeIntervalsOver, m.placementDecisions, m.placementDuration, m.placementBatch,
-		m.moves, m.calibrationSamples, nodes}
+		m.moves, m.calibrationSamples, m.outages, m.downtime, nodes}
 	for _, g := range m.crawlerGauges() {
 		cs = append(cs, g)
 	}
@@ -177,6 +198,16 @@ func (m *metrics) observe(cvm *isov1.CrawlerVM) {
 	conditionGauge(m.placed, cvm, isov1.ConditionPlaced)
 	conditionGauge(m.ready, cvm, isov1.ConditionReady)
 	conditionGauge(m.atRisk, cvm, isov1.ConditionAtRisk)
+	lost := 0.0
+	if c := apimeta.FindStatusCondition(cvm.Status.Conditions, isov1.ConditionReady); c != nil && c.Reason == isov1.ReasonNodeLost {
+		lost = 1
+	}
+	m.nodeLost.WithLabelValues(ns, name).Set(lost)
+	down := 0.0
+	if outage.Ongoing(cvm.Status.Outages) != nil {
+		down = 1
+	}
+	m.down.WithLabelValues(ns, name).Set(down)
 	// The counters exist from 0 before the first probe adds to them, so that
 	// increase() over a window sees that first probe too.
 	m.probeIntervals.WithLabelValues(ns, name)
@@ -258,6 +289,8 @@ func (m *metrics) forget(namespace, name string) {
 	}
 	m.probeIntervals.DeletePartialMatch(l)
 	m.probeIntervalsOver.DeletePartialMatch(l)
+	m.outages.DeletePartialMatch(l)
+	m.downtime.DeletePartialMatch(l)
 	m.mu.Lock()
 	delete(m.counted, namespace+"/"+name)
 	m.mu.Unlock()

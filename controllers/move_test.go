@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -133,6 +134,9 @@ func TestRefutedCrawlerMovesLive(t *testing.T) {
 	}
 	if got := eventsOf(t, c, isov1.EventReasonMoving); len(got) != 1 {
 		t.Errorf("%d Moving Events for one refuting probe, want 1: %v", len(got), got)
+	}
+	if len(c.Status.Outages) != 0 {
+		t.Errorf("a live migration was counted as an outage: %+v", c.Status.Outages)
 	}
 	if got := eventsOf(t, c, isov1.ReasonMoved); len(got) != 1 || !strings.Contains(got[0], "live-migrated") {
 		t.Errorf("Moved Events %v: want one that says it was live-migrated", got)
@@ -287,5 +291,162 @@ func TestNotLiveMigratableMovesCold(t *testing.T) {
 	})
 	if l := c.Status.LastMove; l.Mode != isov1.MoveCold || l.MigrationTime != nil || !slices.Contains([]string{to}, c.Status.Placement.Node) {
 		t.Errorf("lastMove %+v on %s: want a cold move to %s", l, c.Status.Placement.Node, to)
+	}
+	waitForCrawler(t, c, "the cold move's outage to end", func(c *isov1.CrawlerVM) bool {
+		o := outageOf(c)
+		return o != nil && o.Cause == isov1.OutageMove && o.End != nil
+	})
+}
+
+// setNodeReady reports node's Ready condition as its kubelet (True) or the node lifecycle
+// controller (Unknown, when the kubelet went silent) would, changed at when.
+func setNodeReady(t *testing.T, name string, status corev1.ConditionStatus, when time.Time) {
+	t.Helper()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	get(t, n)
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == corev1.NodeReady {
+			n.Status.Conditions[i].Status, n.Status.Conditions[i].Reason = status, "NodeStatusUnknown"
+			n.Status.Conditions[i].LastTransitionTime = metav1.NewTime(when)
+		}
+	}
+	if err := k8s.Status().Update(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A lost node: its crawler is reported (Ready=False NodeLost, a Warning Event, the metric)
+// once the node has not been ready for the grace, and nothing starts a second copy; once
+// the node is fenced (the out-of-service taint), the crawler restarts on a node the model
+// chose, its VM re-pinned first.
+func TestLostNodeIsReportedThenFencedThenRecovered(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	createNode(t, rtNode("lost-1", "it", "lost"), 16)
+	createNode(t, rtNode("lost-2", "it", "lost"), 16)
+	c, vmi := placedCrawler(t, ns, "survivor", "lost")
+	from := c.Status.Placement.Node
+	to := map[string]string{"lost-1": "lost-2", "lost-2": "lost-1"}[from]
+
+	// Not ready for a minute: past the 30 s grace.
+	// A minute ago by the node's clock (KubeVirt's and the node's times are the real
+	// time; the reconciler's clock may be ahead by what other tests stepped it).
+	setNodeReady(t, from, corev1.ConditionUnknown, time.Now().Add(-time.Minute))
+	waitForCrawler(t, c, "Ready=False NodeLost", func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionReady, metav1.ConditionFalse, isov1.ReasonNodeLost)
+	})
+	if msg := condition(c, isov1.ConditionReady); !strings.Contains(msg, "presumed down") || !strings.Contains(msg, "out-of-service") {
+		t.Errorf("%s: want it to say the crawler is presumed down and how to fence the node", msg)
+	}
+	if v, _ := gauge(t, "isochron_crawler_node_lost", map[string]string{"namespace": ns, "name": c.Name}); v != 1 {
+		t.Errorf("isochron_crawler_node_lost = %v, want 1", v)
+	}
+	eventually(t, "a NodeLost Event", func() (bool, string) {
+		return len(eventsOf(t, c, isov1.ReasonNodeLost)) == 1, fmt.Sprint(events(t, c))
+	})
+	// Not fenced: no move, the VMI untouched, no second copy.
+	touch(t, vmi, "not fenced")
+	if get(t, c); c.Status.Move != nil || c.Status.Placement.Node != from {
+		t.Errorf("moved before the node was fenced: %+v", c.Status.Move)
+	}
+	if get(t, vmi); !vmi.DeletionTimestamp.IsZero() {
+		t.Error("the VMI on the lost node was deleted before the node was fenced")
+	}
+
+	// Fenced: the crawler starts on the other node.
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: from}}
+	get(t, n)
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
+	if err := k8s.Update(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	next := waitForVMI(t, client.ObjectKeyFromObject(vmi), func(v *kubevirtv1.VirtualMachineInstance) bool { return v.UID != vmi.UID })
+	if render.PinnedNode(&next.Spec) != to {
+		t.Errorf("the new VMI is pinned to %s, want %s", render.PinnedNode(&next.Spec), to)
+	}
+	setVMIPhase(t, next, kubevirtv1.Running, to)
+	waitForCrawler(t, c, "Ready on "+to, func(c *isov1.CrawlerVM) bool {
+		l := c.Status.LastMove
+		return hasCondition(c, isov1.ConditionReady, metav1.ConditionTrue, isov1.ReasonVMIRunning) && l != nil && l.Result == isov1.MoveSucceeded
+	})
+	if l := c.Status.LastMove; l.Reason != isov1.MoveNodeLost || l.Mode != isov1.MoveCold || l.From != from || l.To != to || c.Status.Placement.Node != to {
+		t.Errorf("lastMove %+v, placed on %s: want a cold move from %s to %s for the lost node", l, c.Status.Placement.Node, from, to)
+	}
+	if v, _ := gauge(t, "isochron_crawler_node_lost", map[string]string{"namespace": ns, "name": c.Name}); v != 0 {
+		t.Errorf("isochron_crawler_node_lost = %v after the recovery, want 0", v)
+	}
+	// One outage, of the node loss, from when the node stopped being ready: more than the
+	// 26 s a month that 99.999% allows.
+	o := outageOf(c)
+	if len(c.Status.Outages) != 1 || o.Cause != isov1.OutageNodeLoss || o.Duration == nil || o.Duration.Duration < 59*time.Second {
+		t.Errorf("outages %+v: want one NodeLoss outage of a minute or more", c.Status.Outages)
+	}
+	if !hasCondition(c, isov1.ConditionDowntimeWithinBudget, metav1.ConditionFalse, isov1.ReasonBudgetSpent) {
+		t.Errorf("%s: want the budget spent", condition(c, isov1.ConditionDowntimeWithinBudget))
+	}
+	if v, _ := gauge(t, "isochron_crawler_downtime_seconds_total", map[string]string{"namespace": ns, "name": c.Name, "cause": "NodeLoss"}); v < 59 {
+		t.Errorf("isochron_crawler_downtime_seconds_total{cause=NodeLoss} = %v, want 60 or more", v)
+	}
+}
+
+// outageOf is the crawler's newest outage, nil for none.
+func outageOf(c *isov1.CrawlerVM) *isov1.Outage {
+	if len(c.Status.Outages) == 0 {
+		return nil
+	}
+	return &c.Status.Outages[0]
+}
+
+// A crashed crawler is restarted by KubeVirt (runStrategy Always), with nobody acting, and
+// the outage is recorded with its cause and duration, once. A VMI that keeps failing
+// before it ever runs is KubeVirt's crash loop, which the crawler reports.
+func TestCrashedCrawlerRestartsAndItsOutageIsCounted(t *testing.T) {
+	ns := namespace(t)
+	createNode(t, rtNode("crash-1", "it", "crash"), 16)
+	c, vmi := placedCrawler(t, ns, "crasher", "crash")
+	waitForCrawler(t, c, "Ready", func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionReady, metav1.ConditionTrue, isov1.ReasonVMIRunning)
+	})
+	// virt-handler reports the guest gone (QEMU killed): KubeVirt starts a new VMI.
+	setVMIPhase(t, vmi, kubevirtv1.Failed, "crash-1")
+	next := waitForVMI(t, client.ObjectKeyFromObject(vmi), func(v *kubevirtv1.VirtualMachineInstance) bool { return v.UID != vmi.UID })
+	waitForCrawler(t, c, "an outage of cause Crash", func(c *isov1.CrawlerVM) bool {
+		o := outageOf(c)
+		return o != nil && o.Cause == isov1.OutageCrash && o.End == nil
+	})
+	setVMIPhase(t, next, kubevirtv1.Running, "crash-1")
+	waitForCrawler(t, c, "the outage to end", func(c *isov1.CrawlerVM) bool {
+		o := outageOf(c)
+		return o != nil && o.End != nil && hasCondition(c, isov1.ConditionReady, metav1.ConditionTrue, isov1.ReasonVMIRunning)
+	})
+	if o := outageOf(c); len(c.Status.Outages) != 1 || o.Duration == nil || o.Duration.Duration < 0 || o.Duration.Duration > time.Minute {
+		t.Errorf("outages %+v: want one crash of a few seconds", c.Status.Outages)
+	}
+	if !hasCondition(c, isov1.ConditionDowntimeWithinBudget, metav1.ConditionTrue, isov1.ReasonWithinBudget) {
+		t.Errorf("%s, want a short crash within the budget", condition(c, isov1.ConditionDowntimeWithinBudget))
+	}
+	touch(t, next, "after the outage")
+	if v, ok := gauge(t, "isochron_crawler_outages_total", map[string]string{"namespace": ns, "name": c.Name, "cause": "Crash"}); !ok || v != 1 {
+		t.Errorf("isochron_crawler_outages_total{cause=Crash} = %v (present %v), want 1", v, ok)
+	}
+	if got := eventsOf(t, c, "OutageEnded"); len(got) != 1 {
+		t.Errorf("OutageEnded Events %v, want one", got)
+	}
+
+	// Failing before it ever runs: KubeVirt's crash-loop backoff, reported.
+	next = waitForVMI(t, client.ObjectKeyFromObject(vmi), func(v *kubevirtv1.VirtualMachineInstance) bool { return true })
+	setVMIPhase(t, next, kubevirtv1.Failed, "crash-1") // it ran: a crash, restarted at once
+	third := waitForVMI(t, client.ObjectKeyFromObject(vmi), func(v *kubevirtv1.VirtualMachineInstance) bool { return v.UID != next.UID })
+	third.Status.PhaseTransitionTimestamps = nil
+	if err := k8s.Status().Update(context.Background(), third); err != nil && !apierrors.IsNotFound(err) {
+		t.Log(err) // no status subresource on VMIs: the phase below is what counts
+	}
+	setVMIPhase(t, third, kubevirtv1.Scheduling, "")
+	setVMIPhase(t, third, kubevirtv1.Failed, "") // never ran
+	waitForCrawler(t, c, "Ready=False VMCrashLoop", func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionReady, metav1.ConditionFalse, isov1.ReasonVMCrashLoop)
+	})
+	if msg := condition(c, isov1.ConditionReady); !strings.Contains(msg, "crash-loop backoff") {
+		t.Errorf("%s: want it to say KubeVirt's backoff holds the next start", msg)
 	}
 }

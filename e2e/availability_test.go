@@ -81,6 +81,17 @@ func TestCrashedCrawlerRestartsByItself(t *testing.T) {
 	if next.Status.NodeName != cvm.Status.Placement.Node {
 		t.Errorf("the new VMI runs on %s, the crawler is placed on %s", next.Status.NodeName, cvm.Status.Placement.Node)
 	}
+	// The outage is recorded with its cause and duration.
+	waitFor(t, time.Minute, "the outage recorded", func() (bool, string, error) {
+		condition(ctx, t, cvm, isov1.ConditionReady)
+		o := cvm.Status.Outages
+		return len(o) == 1 && o[0].End != nil, fmt.Sprintf("outages %+v", o), nil
+	})
+	o := cvm.Status.Outages[0]
+	t.Logf("recorded outage: cause %s, %s to %s (%s): %s", o.Cause, o.Start.UTC().Format(time.RFC3339), o.End.UTC().Format(time.RFC3339), o.Duration.Duration, o.Message)
+	if o.Cause != isov1.OutageCrash || o.Duration == nil || o.Duration.Duration > 5*time.Minute {
+		t.Errorf("outage %+v: want a crash of minutes at most", o)
+	}
 	deleteAndWaitGone(ctx, t, cvm, launcherPod(ctx, t, next))
 }
 
@@ -97,7 +108,9 @@ func TestDrainOfTheOnlyNodeWaits(t *testing.T) {
 
 	// The drain of the crawler's launcher alone (the cluster's own pods run on the node
 	// too), bounded: kubectl retries the refused eviction every 5 s until its timeout.
-	args := []string{"drain", node, "--pod-selector", kubevirtv1.CreatedByLabel + "=" + string(vmi.UID), "--timeout=40s"}
+	// --delete-emptydir-data as KubeVirt's users drain: a launcher pod has emptyDir
+	// volumes, which kubectl otherwise refuses to evict before asking.
+	args := []string{"drain", node, "--pod-selector", kubevirtv1.CreatedByLabel + "=" + string(vmi.UID), "--delete-emptydir-data", "--ignore-daemonsets", "--timeout=40s"}
 	out, err := exec.Command(kubectl, args...).CombinedOutput()
 	t.Logf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 	if err == nil {

@@ -23,6 +23,10 @@ const (
 	// ended (status.lastMove: moved, or failed and when it is tried again, or blocked:
 	// no node can take it); absent until the crawler first moves.
 	ConditionMoving = "Moving"
+	// ConditionDowntimeWithinBudget is True while the crawler's outages of the last 30
+	// days (status.outages) took less time than its objective allows (about 26 s at
+	// 99.999%), False once they alone have spent it; absent until its first outage.
+	ConditionDowntimeWithinBudget = "DowntimeWithinBudget"
 	// ConditionReconciling is present (True) while the crawler is being placed or its
 	// VMI is starting or being replaced: kstatus reads it as InProgress.
 	ConditionReconciling = "Reconciling"
@@ -66,6 +70,11 @@ const (
 	// ReasonVMCrashLoop: the VM's VMIs keep failing before they run, and KubeVirt waits
 	// out its crash-loop backoff before the next start (the message says when).
 	ReasonVMCrashLoop = "VMCrashLoop"
+	// ReasonNodeLost: the crawler's node has not been ready for longer than the grace
+	// (--node-lost-grace): the crawler is presumed down. It starts on another node once the
+	// node is fenced (the node.kubernetes.io/out-of-service taint, the Node deleted, or
+	// its launcher pod gone), never before: two copies must never run at once.
+	ReasonNodeLost = "NodeLost"
 	// ReasonVMStopped: a person stopped the VM (virtctl stop sets runStrategy Halted);
 	// virtctl start runs it again.
 	ReasonVMStopped = "VMStopped"
@@ -105,6 +114,14 @@ const (
 	// ReasonMoveBlocked: the crawler must leave its node (a drain) and no node can take it
 	// within every crawler's budget; the message says what is missing. The drain waits.
 	ReasonMoveBlocked = "MoveBlocked"
+)
+
+// Reasons of the DowntimeWithinBudget condition.
+const (
+	// ReasonWithinBudget: the outages of the window took less than the budget.
+	ReasonWithinBudget = "WithinBudget"
+	// ReasonBudgetSpent: the outages of the window alone took the whole budget.
+	ReasonBudgetSpent = "BudgetSpent"
 )
 
 // Reasons of the Reconciling condition of their own (it otherwise copies Ready's).

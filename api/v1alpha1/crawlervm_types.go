@@ -458,6 +458,14 @@ type CrawlerVMStatus struct {
 	// +optional
 	LastMove *MoveRecord `json:"lastMove,omitempty"`
 
+	// outages are the crawler's last outages, newest first: each time it stopped running,
+	// why, and for how long (the one that lasts has no end yet). An outage spends the same
+	// error budget as intervals measured late (docs/availability.md).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Outages []Outage `json:"outages,omitempty"`
+
 	// refutedOn are the nodes where a probe refuted the crawler's SLO recently, newest
 	// first: no move takes the crawler back to one of them while it is remembered
 	// (docs/availability.md says for how long).
@@ -541,7 +549,7 @@ type Remediation struct {
 }
 
 // MoveReason is why isochron moves a crawler to another node.
-// +kubebuilder:validation:Enum=Refuted;Evacuation;SpecChange
+// +kubebuilder:validation:Enum=Refuted;Evacuation;SpecChange;NodeLost
 type MoveReason string
 
 const (
@@ -554,6 +562,9 @@ const (
 	// MoveSpecChange: a spec change no longer fits the node the crawler runs on (its
 	// node selector, its tolerations, or the size it needs now).
 	MoveSpecChange MoveReason = "SpecChange"
+	// MoveNodeLost: the crawler's node was lost and has been fenced: the crawler starts
+	// on another node (a cold move: its first copy is gone).
+	MoveNodeLost MoveReason = "NodeLost"
 )
 
 // MoveMode is how a move is carried out.
@@ -583,7 +594,7 @@ const (
 
 // Move is a move of the crawler from one node to another.
 type Move struct {
-	// reason is why the crawler moves: Refuted, Evacuation or SpecChange.
+	// reason is why the crawler moves: Refuted, Evacuation, SpecChange or NodeLost.
 	// +required
 	Reason MoveReason `json:"reason,omitempty"`
 	// mode is Live (a live migration) or Cold (a restart on the new node).
@@ -618,7 +629,7 @@ type Move struct {
 
 // MoveRecord is how a move ended.
 type MoveRecord struct {
-	// reason is why the crawler moved: Refuted, Evacuation or SpecChange.
+	// reason is why the crawler moved: Refuted, Evacuation, SpecChange or NodeLost.
 	// +required
 	Reason MoveReason `json:"reason,omitempty"`
 	// mode is Live or Cold.
@@ -665,6 +676,52 @@ type MoveRecord struct {
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
+	Message string `json:"message,omitempty"`
+}
+
+// OutageCause is why a crawler stopped running.
+// +kubebuilder:validation:Enum=Crash;Move;Drain;NodeLoss;SpecChange;Unplaceable;Stopped
+type OutageCause string
+
+const (
+	// OutageCrash: the guest or its VMI failed, or its launcher was killed; KubeVirt
+	// started it again.
+	OutageCrash OutageCause = "Crash"
+	// OutageMove: a move restarted it on another node (a cold move).
+	OutageMove OutageCause = "Move"
+	// OutageDrain: a drain's move restarted it on another node (a cold move).
+	OutageDrain OutageCause = "Drain"
+	// OutageNodeLoss: its node was lost; it ran again once the node was fenced and it
+	// started elsewhere.
+	OutageNodeLoss OutageCause = "NodeLoss"
+	// OutageSpecChange: a spec change KubeVirt could not apply to the running VMI
+	// restarted it.
+	OutageSpecChange OutageCause = "SpecChange"
+	// OutageUnplaceable: no node could hold it.
+	OutageUnplaceable OutageCause = "Unplaceable"
+	// OutageStopped: a person stopped it (virtctl stop).
+	OutageStopped OutageCause = "Stopped"
+)
+
+// Outage is a time the crawler did not run.
+type Outage struct {
+	// cause is why it stopped: Crash, Move, Drain, NodeLoss, SpecChange, Unplaceable or
+	// Stopped.
+	// +required
+	Cause OutageCause `json:"cause,omitempty"`
+	// start is when it stopped running, as KubeVirt and the node report it.
+	// +required
+	Start metav1.Time `json:"start,omitzero"` //nolint:kubeapilinter // requiredfields: the operator always sets it; omitzero omits an unset one, which the API server then refuses.
+	// end is when it ran again; absent while the outage lasts.
+	// +optional
+	End *metav1.Time `json:"end,omitempty"`
+	// duration is end - start, once it ended.
+	// +optional
+	Duration *metav1.Duration `json:"duration,omitempty"`
+	// message says what happened.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message,omitempty"`
 }
 

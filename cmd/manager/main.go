@@ -27,7 +27,7 @@ func main() {
 	var leaderElect, secureMetrics, enableHTTP2 bool
 	var concurrency, qps, burst int
 	var probeImage, probeCPU, leaderElectionNamespace, sharedNetworks string
-	var probeGrace, probeTTL, minMoveInterval, refutedMemory time.Duration
+	var probeGrace, probeTTL, minMoveInterval, refutedMemory, nodeLostGrace time.Duration
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address of the metrics endpoint (\"0\" disables it).")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address of Go's pprof endpoints (empty: off), for profiling (make bench-placement).")
@@ -44,6 +44,7 @@ func main() {
 	flag.StringVar(&probeCPU, "probe-cpu", slo.DefaultCPU.String(), "CPU request and limit of the probe pods (Guaranteed). A whole number gets exclusive CPUs under the static CPU Manager; a fraction (e.g. 200m) runs on the shared pool, for nodes too small to spare a CPU.")
 	flag.StringVar(&sharedNetworks, "shared-network-namespaces", "", "Comma-separated namespaces whose RT networks (NetworkAttachmentDefinitions) CrawlerVMs of every namespace may use, as Multus' globalNamespaces; a crawler may always use its own namespace's. config/default sets it from the ConfigMap isochron-networks, which its ValidatingAdmissionPolicy reads too.")
 	flag.DurationVar(&minMoveInterval, "min-move-interval", slo.DefaultMinMoveInterval, "Least time between two moves of one crawler that probes refute under spec.placement.onRefuted Replace (each is judged by a new probe before the next).")
+	flag.DurationVar(&nodeLostGrace, "node-lost-grace", move.DefaultNodeLostGrace, "How long a crawler's node may be not ready (after Kubernetes' own node-monitor grace) before the crawler is presumed down and reported; it starts elsewhere only once the node is fenced.")
 	flag.DurationVar(&refutedMemory, "refuted-node-memory", move.DefaultRefutedMemory, "How long a node where a probe refuted a crawler's SLO is kept from the crawler's moves (at most 8 nodes are remembered per crawler).")
 	opts := zap.Options{Development: false}
 	opts.BindFlags(flag.CommandLine)
@@ -87,7 +88,7 @@ func main() {
 	}
 	r := controllers.NewCrawlerVMReconciler(mgr, controllers.WithConcurrency(concurrency),
 		controllers.WithProbes(slo.Options{Image: probeImage, Grace: probeGrace, TTL: probeTTL, CPU: cpu}),
-		controllers.WithMinMoveInterval(minMoveInterval), controllers.WithRefutedNodeMemory(refutedMemory), controllers.WithSharedNetworkNamespaces(shared))
+		controllers.WithMinMoveInterval(minMoveInterval), controllers.WithRefutedNodeMemory(refutedMemory), controllers.WithNodeLostGrace(nodeLostGrace), controllers.WithSharedNetworkNamespaces(shared))
 	if err := r.SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Unable to set up controller", "controller", "CrawlerVM")
 		os.Exit(1)

@@ -44,6 +44,7 @@ func Node(n *corev1.Node, profiles []isov1.ContentionProfile, held placement.Hel
 		Labels:         n.Labels,
 		Taints:         n.Spec.Taints,
 		Unschedulable:  n.Spec.Unschedulable,
+		NotReady:       !NodeReady(n),
 		CPUMilli:       alloc.Cpu().MilliValue(),
 		MemoryBytes:    alloc.Memory().Value(),
 		HugepagesBytes: alloc.Name(hugepages2Mi, "BinarySI").Value(),
@@ -52,6 +53,18 @@ func Node(n *corev1.Node, profiles []isov1.ContentionProfile, held placement.Hel
 		Params:         params,
 		Correction:     correction,
 	}
+}
+
+// NodeReady says whether the node is ready: its Ready condition is True, or it reports
+// none (a Node written in a file for isochronctl; the API server's new Nodes carry the
+// not-ready taint until their kubelet reports).
+func NodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return true
 }
 
 // ProfileFor is the profile that describes n: of those whose selector matches, the one

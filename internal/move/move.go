@@ -232,3 +232,64 @@ func Avoid(list []isov1.Refutation, now time.Time, memory time.Duration) []place
 	}
 	return out
 }
+
+// DefaultNodeLostGrace is how long a crawler's node may be not ready before isochron
+// presumes the crawler down (the manager's --node-lost-grace). Kubernetes' node lifecycle
+// controller marks a node whose kubelet went silent Ready=Unknown after its
+// node-monitor-grace-period (40 s by default in Kubernetes 1.34), so a crawler is reported
+// about 70 s after its node died; the grace keeps a kubelet's restart, which turns the
+// node NotReady for a few seconds, from being reported as a loss.
+const DefaultNodeLostGrace = 30 * time.Second
+
+// NodeState is what becomes of a crawler whose node is not ready.
+type NodeState struct {
+	// Lost is set once the node has not been ready for the grace: the crawler is presumed
+	// down, whatever KubeVirt still reports of its VMI (it reports a VMI Running while its
+	// launcher pod object exists).
+	Lost bool
+	// Fenced is set once the crawler's first copy cannot run any more: the node carries
+	// the node.kubernetes.io/out-of-service taint, the Node is gone, or its VMI no longer
+	// runs there (its launcher pod was deleted). Only then does the crawler start
+	// elsewhere: never two copies at once (the RT-NIC's MAC and address, two crawls of the
+	// same buildings).
+	Fenced bool
+	// Wait is, for a node not ready for less than the grace, when it would be lost.
+	Wait time.Duration
+	// Since is when the node stopped being ready (zero when it was deleted or fenced
+	// while ready).
+	Since time.Time
+	// Why says what happened to the node, for the crawler's Ready condition.
+	Why string
+}
+
+// Node judges node, the Node named name that the crawler is placed on (nil when it is
+// gone), for the crawler whose VMI is vmi (nil for none), at now.
+func Node(node *corev1.Node, name string, vmi *kubevirtv1.VirtualMachineInstance, now time.Time, grace time.Duration) NodeState {
+	if node == nil {
+		return NodeState{Lost: true, Fenced: true, Why: fmt.Sprintf("node %s was deleted", name)}
+	}
+	for _, t := range node.Spec.Taints {
+		if t.Key == corev1.TaintNodeOutOfService {
+			return NodeState{Lost: true, Fenced: true, Why: fmt.Sprintf("node %s is fenced (taint %s)", name, corev1.TaintNodeOutOfService)}
+		}
+	}
+	var ready *corev1.NodeCondition
+	for i := range node.Status.Conditions {
+		if node.Status.Conditions[i].Type == corev1.NodeReady {
+			ready = &node.Status.Conditions[i]
+		}
+	}
+	if ready == nil || ready.Status == corev1.ConditionTrue {
+		return NodeState{}
+	}
+	since := ready.LastTransitionTime.Time
+	down := now.Sub(since)
+	if down < grace {
+		return NodeState{Wait: grace - down}
+	}
+	why := fmt.Sprintf("node %s has not been ready since %s (%s, reason %s)", name, since.UTC().Format(time.RFC3339), ready.Status, ready.Reason)
+	if vmi == nil || vmi.Status.NodeName != name || vmi.IsFinal() || !vmi.DeletionTimestamp.IsZero() {
+		return NodeState{Lost: true, Fenced: true, Since: since, Why: why + ", and the crawler's VMI no longer runs there (its launcher pod is gone)"}
+	}
+	return NodeState{Lost: true, Since: since, Why: why}
+}

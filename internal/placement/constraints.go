@@ -54,6 +54,7 @@ const (
 	fitsNode misfit = iota
 	misfitAvoided
 	misfitCordoned
+	misfitNotReady
 	misfitSelector
 	misfitTaint
 	misfitNoCPUManager
@@ -68,6 +69,8 @@ func constraint(d *decision, n *Node) misfit {
 		return misfitAvoided
 	case n.Unschedulable:
 		return misfitCordoned
+	case n.NotReady:
+		return misfitNotReady
 	case d.sel != nil && !d.sel.Matches(labels.Set(n.Labels)):
 		return misfitSelector
 	case untoleratedTaint(n.Taints, d.req.Tolerations) != nil:
@@ -90,6 +93,8 @@ func (m misfit) reason(d *decision, n *Node) string {
 		return d.avoid[n.Name]
 	case misfitCordoned:
 		return "node is cordoned"
+	case misfitNotReady:
+		return "node is not ready"
 	case misfitSelector:
 		return "spec.placement.nodeSelector does not match"
 	case misfitTaint:

@@ -11,7 +11,7 @@ import (
 // one still holds for the other. Written out, not reflected: the operator compares every
 // node at each batch of decisions.
 func (n *Node) Equal(o *Node) bool {
-	return n.Name == o.Name && n.Unschedulable == o.Unschedulable &&
+	return n.Name == o.Name && n.Unschedulable == o.Unschedulable && n.NotReady == o.NotReady &&
 		n.CPUMilli == o.CPUMilli && n.MemoryBytes == o.MemoryBytes && n.HugepagesBytes == o.HugepagesBytes &&
 		n.CapacityCPUs == o.CapacityCPUs && n.Held == o.Held && n.Params == o.Params && n.Correction == o.Correction &&
 		maps.Equal(n.Labels, o.Labels) && slices.EqualFunc(n.Taints, o.Taints, taintEqual)

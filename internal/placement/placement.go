@@ -36,6 +36,10 @@ type Node struct {
 	Taints []corev1.Taint
 	// Unschedulable is set for cordoned nodes.
 	Unschedulable bool
+	// NotReady is set while the node's Ready condition is not True: its kubelet does not
+	// report, or reports it unfit (kube-scheduler keeps pods off such a node by the
+	// node lifecycle controller's taints).
+	NotReady bool
 	// CPUMilli, MemoryBytes and HugepagesBytes are the node's allocatable resources
 	// (hugepages of 2Mi).
 	CPUMilli       int64
