@@ -231,6 +231,7 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		after = node.Wait // the node not ready: look again when the grace ends
 	}
 	for _, act := range []func() (time.Duration, error){
+		func() (time.Duration, error) { return 0, r.takeOverMigrations(ctx, cvm, st, running) },
 		func() (time.Duration, error) { return r.evacuate(ctx, cvm, st, steady) },
 		func() (time.Duration, error) { _, wait, err := r.remediate(ctx, cvm, st, steady); return wait, err },
 	} {
@@ -308,7 +309,8 @@ func (r *CrawlerVMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&isov1.CrawlerVM{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, reservationChanged))).
 		Owns(&kubevirtv1.VirtualMachine{}).
-		Owns(&kubevirtv1.VirtualMachineInstanceMigration{}).
+		// Migrations of a crawler's VMI, isochron's and anyone else's (takeOverMigrations).
+		Watches(&kubevirtv1.VirtualMachineInstanceMigration{}, handler.EnqueueRequestsFromMapFunc(byMigratedVMI)).
 		// A crawler's VMIs are its VM's (KubeVirt controls them); they carry its label.
 		Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(byCrawlerLabel)).
 		Owns(&batchv1.Job{}).
@@ -360,6 +362,16 @@ func byCrawlerLabel(_ context.Context, o client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
+}
+
+// byMigratedVMI is the crawler whose VMI a migration migrates (a crawler's VMI is named
+// like it), in its namespace.
+func byMigratedVMI(_ context.Context, o client.Object) []reconcile.Request {
+	m, ok := o.(*kubevirtv1.VirtualMachineInstanceMigration)
+	if !ok || m.Spec.VMIName == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.VMIName}}}
 }
 
 // trigger is a change elsewhere in the cluster that makes crawlers reconcile again, and

@@ -327,3 +327,50 @@ func (r *CrawlerVMReconciler) recoverFromLostNode(ctx context.Context, cvm *isov
 	setCondition(cvm, isov1.ConditionMoving, false, isov1.ReasonMoveBlocked, msg)
 	return blockedRetry, nil
 }
+
+// takeOverMigrations answers the migrations of the crawler's VMI that someone else asked
+// for (virtctl migrate, KubeVirt's workload updater after its upgrade, an eviction under
+// a LiveMigrate default): KubeVirt would build their target pod from the VMI's affinity,
+// which names its own node, so none can be scheduled; every move of a crawler goes to a
+// node the model chose. A request not yet handed off to a target is deleted (KubeVirt
+// aborts it), and the crawler moves by isochron's route instead, or stays and says why
+// (a move is under way, or no node fits).
+func (r *CrawlerVMReconciler) takeOverMigrations(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter, vmi *kubevirtv1.VirtualMachineInstance) error {
+	if vmi == nil {
+		return nil
+	}
+	migs := &kubevirtv1.VirtualMachineInstanceMigrationList{}
+	if err := r.List(ctx, migs, client.InNamespace(cvm.Namespace)); err != nil {
+		return fmt.Errorf("listing migrations: %w", err)
+	}
+	for i := range migs.Items {
+		mig := &migs.Items[i]
+		if mig.Spec.VMIName != vmi.Name || mig.Labels[isov1.LabelCrawlerVM] == cvm.Name || !mig.DeletionTimestamp.IsZero() ||
+			mig.Status.Phase == kubevirtv1.MigrationSucceeded || mig.Status.Phase == kubevirtv1.MigrationFailed {
+			continue
+		}
+		if s := vmi.Status.MigrationState; s != nil && s.MigrationUID == mig.UID {
+			continue // handed off to a target already: KubeVirt carries it out
+		}
+		if err := r.Delete(ctx, mig, client.Preconditions{UID: &mig.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting migration %s: %w", mig.Name, err)
+		}
+		asked := fmt.Sprintf("migration %s of VMI %s was asked for outside isochron (KubeVirt would pin its target to the node the VMI runs on)", mig.Name, vmi.Name)
+		if cvm.Status.Move != nil {
+			st.event(cvm, corev1.EventTypeWarning, isov1.EventReasonMigrationRefused, fmt.Sprintf("Deleted %s: isochron's move to node %s is under way", asked, cvm.Status.Move.To))
+			continue
+		}
+		from := cvm.Status.Placement.Node
+		d, err := r.startMove(ctx, cvm, st, isov1.MoveRequested, []placement.Avoid{{Node: from, Why: "the node it runs on"}}, asked, nil)
+		if err != nil {
+			return err
+		}
+		if d.Placed() {
+			st.event(cvm, corev1.EventTypeNormal, isov1.EventReasonMigrationTakenOver, fmt.Sprintf("Took %s over: the crawler moves to node %s, which the model chose", asked, d.Node))
+		} else if d.Reason != "" {
+			st.event(cvm, corev1.EventTypeWarning, isov1.EventReasonMigrationRefused, fmt.Sprintf("Deleted %s: no other node can hold the crawler within every crawler's budget: %s", asked, d.Reason))
+		}
+		return nil
+	}
+	return nil
+}

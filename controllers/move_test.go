@@ -450,3 +450,36 @@ func TestCrashedCrawlerRestartsAndItsOutageIsCounted(t *testing.T) {
 		t.Errorf("%s: want it to say KubeVirt's backoff holds the next start", msg)
 	}
 }
+
+// A migration someone else asks for (virtctl migrate creates one without a target) would
+// pin its target to the node the VMI runs on and never be scheduled: isochron deletes it
+// and moves the crawler live to a node the model chose.
+func TestForeignMigrationIsTakenOver(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	createNode(t, rtNode("ask-1", "it", "ask"), 16)
+	createNode(t, rtNode("ask-2", "it", "ask"), 16)
+	c, vmi := placedCrawler(t, ns, "asked", "ask")
+	from := c.Status.Placement.Node
+	to := map[string]string{"ask-1": "ask-2", "ask-2": "ask-1"}[from]
+	asked := &kubevirtv1.VirtualMachineInstanceMigration{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "kubevirt-migrate-vm-"},
+		Spec:       kubevirtv1.VirtualMachineInstanceMigrationSpec{VMIName: vmi.Name},
+	}
+	if err := k8s.Create(ctx, asked); err != nil {
+		t.Fatal(err)
+	}
+	waitForCrawler(t, c, "the move to "+to, func(c *isov1.CrawlerVM) bool {
+		l := c.Status.LastMove
+		return l != nil && l.Reason == isov1.MoveRequested && l.Result == isov1.MoveSucceeded && c.Status.Placement.Node == to
+	})
+	eventually(t, "the asked-for migration gone", func() (bool, string) {
+		return !get(t, asked), fmt.Sprint(asked.Status.Phase)
+	})
+	if got := eventsOf(t, c, isov1.EventReasonMigrationTakenOver); len(got) != 1 || !strings.Contains(got[0], asked.Name) {
+		t.Errorf("MigrationTakenOver Events %v: want one naming %s", got, asked.Name)
+	}
+	if get(t, vmi); vmi.Status.NodeName != to {
+		t.Errorf("the VMI runs on %s, want %s", vmi.Status.NodeName, to)
+	}
+}

@@ -207,6 +207,14 @@ const (
 	// EventReasonMoveDeferred: under onRefuted Replace, a refuted crawler moved less
 	// than the minimum move interval ago; it moves when the interval has passed.
 	EventReasonMoveDeferred = "MoveDeferred"
+	// EventReasonMigrationTakenOver: someone else's migration of the crawler's VMI
+	// (virtctl migrate, KubeVirt's workload updater) was deleted, and isochron moves the
+	// crawler to a node the model chose instead.
+	EventReasonMigrationTakenOver = "MigrationTakenOver"
+	// EventReasonMigrationRefused: someone else's migration of the crawler's VMI was
+	// deleted, and the crawler stays: a move of isochron's is under way, or no other node
+	// can hold it (the message says which).
+	EventReasonMigrationRefused = "MigrationRefused"
 	// EventReasonRecalibrated: a conclusive probe changed the correction of the
 	// crawler's node (recorded on the CrawlerVM whose probe it was).
 	EventReasonRecalibrated = "Recalibrated"

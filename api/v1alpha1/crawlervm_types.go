@@ -549,7 +549,7 @@ type Remediation struct {
 }
 
 // MoveReason is why isochron moves a crawler to another node.
-// +kubebuilder:validation:Enum=Refuted;Evacuation;SpecChange;NodeLost
+// +kubebuilder:validation:Enum=Refuted;Evacuation;SpecChange;NodeLost;Requested
 type MoveReason string
 
 const (
@@ -565,6 +565,10 @@ const (
 	// MoveNodeLost: the crawler's node was lost and has been fenced: the crawler starts
 	// on another node (a cold move: its first copy is gone).
 	MoveNodeLost MoveReason = "NodeLost"
+	// MoveRequested: someone asked KubeVirt to migrate the crawler's VMI (virtctl
+	// migrate, KubeVirt's workload updater after its upgrade); isochron took the request
+	// over, to a node the model chose.
+	MoveRequested MoveReason = "Requested"
 )
 
 // MoveMode is how a move is carried out.
@@ -594,7 +598,8 @@ const (
 
 // Move is a move of the crawler from one node to another.
 type Move struct {
-	// reason is why the crawler moves: Refuted, Evacuation, SpecChange or NodeLost.
+	// reason is why the crawler moves: Refuted, Evacuation, SpecChange, NodeLost or
+	// Requested.
 	// +required
 	Reason MoveReason `json:"reason,omitempty"`
 	// mode is Live (a live migration) or Cold (a restart on the new node).
@@ -629,7 +634,8 @@ type Move struct {
 
 // MoveRecord is how a move ended.
 type MoveRecord struct {
-	// reason is why the crawler moved: Refuted, Evacuation, SpecChange or NodeLost.
+	// reason is why the crawler moved: Refuted, Evacuation, SpecChange, NodeLost or
+	// Requested.
 	// +required
 	Reason MoveReason `json:"reason,omitempty"`
 	// mode is Live or Cold.

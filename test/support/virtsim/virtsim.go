@@ -60,8 +60,8 @@ type Sim struct {
 	mu sync.Mutex
 	// outcome decides how each migration ends; Complete when nil.
 	outcome func(*kubevirtv1.VirtualMachineInstanceMigration) Outcome
-	// unschedulable, when set, is how long a migration whose target pod cannot be
-	// scheduled waits before it fails (KubeVirt: 5 minutes, migration.go
+	// unschedulable is how long a migration whose target pod cannot be scheduled waits
+	// before it fails (KubeVirt: 5 minutes, migration.go
 	// defaultUnschedulablePendingTimeoutSeconds); 0 fails it at once.
 	unschedulable time.Duration
 }
@@ -72,7 +72,7 @@ func Start(cfg *rest.Config, scheme *runtime.Scheme) (*Sim, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting the KubeVirt simulation: %w", err)
 	}
-	s := &Sim{c: mgr.GetClient(), reader: mgr.GetAPIReader(), done: make(chan error, 1)}
+	s := &Sim{c: mgr.GetClient(), reader: mgr.GetAPIReader(), done: make(chan error, 1), unschedulable: 5 * time.Minute}
 	byName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
 	})
