@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/record"
@@ -230,6 +231,9 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if node.Wait > 0 && (after == 0 || node.Wait < after) {
 		after = node.Wait // the node not ready: look again when the grace ends
 	}
+	if err := r.guardAdopted(ctx, cvm, running); err != nil {
+		return ctrl.Result{}, err
+	}
 	for _, act := range []func() (time.Duration, error){
 		func() (time.Duration, error) { return 0, r.takeOverMigrations(ctx, cvm, st, running) },
 		func() (time.Duration, error) { return r.evacuate(ctx, cvm, st, steady) },
@@ -314,6 +318,7 @@ func (r *CrawlerVMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A crawler's VMIs are its VM's (KubeVirt controls them); they carry its label.
 		Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(byCrawlerLabel)).
 		Owns(&batchv1.Job{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
 		Owns(&corev1.Service{})
 	for _, t := range r.triggers() {
 		var opts []builder.WatchesOption

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -534,6 +535,33 @@ func TestBareVMIOfAnEarlierReleaseIsAdoptedRunning(t *testing.T) {
 		return hasCondition(c, isov1.ConditionReady, metav1.ConditionTrue, isov1.ReasonVMIRunning)
 	})
 
+	// The adopted VMI has no evictionStrategy External until its next start: a
+	// PodDisruptionBudget guards its launcher, and a cordon of its node (a drain's first
+	// step) moves it off live, as a drain of a VMI with External would.
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "legacy-adopted"}}
+	eventually(t, "the adopted VMI's PodDisruptionBudget", func() (bool, string) {
+		return get(t, pdb), ""
+	})
+	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 || pdb.Spec.Selector.MatchLabels[kubevirtv1.CreatedByLabel] != string(uid) ||
+		!metav1.IsControlledBy(pdb, c) {
+		t.Errorf("PodDisruptionBudget %+v: want minAvailable 1 over the launcher pods of VMI %s, owned by the crawler", pdb.Spec, uid)
+	}
+	createNode(t, rtNode("upgrade-2", "it", "upgrade"), 16)
+	cordon := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "upgrade-1"}}
+	get(t, cordon)
+	cordon.Spec.Unschedulable = true
+	cordon.Spec.Taints = append(cordon.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule})
+	if err := k8s.Update(ctx, cordon); err != nil {
+		t.Fatal(err)
+	}
+	waitForCrawler(t, c, "the adopted crawler moved off the cordoned node", func(c *isov1.CrawlerVM) bool {
+		l := c.Status.LastMove
+		return l != nil && l.Reason == isov1.MoveEvacuation && l.Mode == isov1.MoveLive && l.Result == isov1.MoveSucceeded && c.Status.Placement.Node == "upgrade-2"
+	})
+	if get(t, vmi); vmi.UID != uid || vmi.Status.NodeName != "upgrade-2" {
+		t.Errorf("VMI uid %s on %s: want the adopted VMI (%s) live-migrated to upgrade-2", vmi.UID, vmi.Status.NodeName, uid)
+	}
+
 	// An earlier release's VMI whose inputs differ (another image than the spec's) is
 	// replaced by the one KubeVirt starts from the VM.
 	legacy(func(v *kubevirtv1.VirtualMachineInstance) {
@@ -542,6 +570,10 @@ func TestBareVMIOfAnEarlierReleaseIsAdoptedRunning(t *testing.T) {
 	waitForVMI(t, client.ObjectKeyFromObject(vmi), func(v *kubevirtv1.VirtualMachineInstance) bool {
 		return v.UID != uid && v.Spec.Volumes[0].ContainerDisk.Image == c.Spec.Guest.Image && v.Annotations[isov1.AnnotationVMInputs] != ""
 	})
+	// Started from the VM: evictionStrategy External, no budget needed any more.
+	next := waitForVMI(t, client.ObjectKeyFromObject(vmi), func(v *kubevirtv1.VirtualMachineInstance) bool { return v.UID != uid })
+	setVMIPhase(t, next, kubevirtv1.Running, "upgrade-2")
+	eventually(t, "the PodDisruptionBudget gone", func() (bool, string) { return !get(t, pdb), "" })
 }
 
 // A placed crawler whose refreshed prediction passes its tolerance (here a profile that

@@ -8,9 +8,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -113,6 +117,15 @@ func (r *CrawlerVMReconciler) evacuate(ctx context.Context, cvm *isov1.CrawlerVM
 		return 0, nil
 	}
 	node := vmi.Status.EvacuationNodeName
+	why := fmt.Sprintf("node %s is being drained (an eviction marked VMI %s for evacuation)", node, vmi.Name)
+	if node == "" {
+		cordoned, err := r.cordonedAdopted(ctx, vmi)
+		if err != nil {
+			return 0, err
+		}
+		node = cordoned
+		why = fmt.Sprintf("node %s is cordoned, and VMI %s, adopted from an earlier release of isochron, has no evictionStrategy External until its next start: isochron moves it off as for a drain", node, vmi.Name)
+	}
 	if node == "" || node != vmi.Status.NodeName {
 		return 0, nil
 	}
@@ -121,7 +134,6 @@ func (r *CrawlerVMReconciler) evacuate(ctx context.Context, cvm *isov1.CrawlerVM
 			return wait, nil
 		}
 	}
-	why := fmt.Sprintf("node %s is being drained (an eviction marked VMI %s for evacuation)", node, vmi.Name)
 	d, err := r.startMove(ctx, cvm, st, isov1.MoveEvacuation, []placement.Avoid{{Node: node, Why: "node is being drained"}}, why, nil)
 	if err != nil || d.Placed() {
 		return 0, err
@@ -373,4 +385,81 @@ func (r *CrawlerVMReconciler) takeOverMigrations(ctx context.Context, cvm *isov1
 		return nil
 	}
 	return nil
+}
+
+// An adopted VMI (a bare VMI of a release before isochron owned VMs, now its VM's) keeps
+// its own spec until its next start, without evictionStrategy External: a drain would
+// evict it under the cluster's default (None: its launcher deleted, the crawler down).
+// Until it restarts, a PodDisruptionBudget guards its launcher pods, so that an eviction
+// is refused (429, which kubectl drain retries), and isochron takes the node being
+// cordoned, a drain's first step, as the drain: it moves the crawler off live, as it does
+// for an evacuation. The budget keeps one launcher pod, two while a live migration runs
+// both (as KubeVirt's own budgets do), and goes when the VMI has External.
+
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
+
+// adoptedGuardName is the name of the PodDisruptionBudget that guards an adopted VMI.
+func adoptedGuardName(cvm *isov1.CrawlerVM) string { return cvm.Name + "-adopted" }
+
+// external says whether the VMI's evictions are handed to isochron.
+func external(vmi *kubevirtv1.VirtualMachineInstance) bool {
+	return vmi.Spec.EvictionStrategy != nil && *vmi.Spec.EvictionStrategy == kubevirtv1.EvictionStrategyExternal
+}
+
+// guardAdopted keeps the PodDisruptionBudget of an adopted VMI while it needs one, and
+// deletes it otherwise.
+func (r *CrawlerVMReconciler) guardAdopted(ctx context.Context, cvm *isov1.CrawlerVM, vmi *kubevirtv1.VirtualMachineInstance) error {
+	key := client.ObjectKey{Namespace: cvm.Namespace, Name: adoptedGuardName(cvm)}
+	have, err := getOrNil(ctx, r.Client, key, &policyv1.PodDisruptionBudget{})
+	if err != nil {
+		return fmt.Errorf("reading PodDisruptionBudget %s: %w", key.Name, err)
+	}
+	if vmi == nil || external(vmi) || !vmi.DeletionTimestamp.IsZero() {
+		if have != nil && metav1.IsControlledBy(have, cvm) {
+			if err := r.Delete(ctx, have, client.Preconditions{UID: &have.UID}); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("deleting PodDisruptionBudget %s: %w", key.Name, err)
+			}
+		}
+		return nil
+	}
+	keep := int32(1)
+	if m := cvm.Status.Move; m != nil && m.Mode == isov1.MoveLive && m.Migration != "" {
+		keep = 2 // the source and the target launcher, until the migration ends
+	}
+	selector := map[string]string{kubevirtv1.CreatedByLabel: string(vmi.UID)}
+	if have != nil && have.Spec.MinAvailable != nil && have.Spec.MinAvailable.IntValue() == int(keep) &&
+		have.Spec.Selector != nil && equality.Semantic.DeepEqual(have.Spec.Selector.MatchLabels, selector) {
+		return nil
+	}
+	pdb := &policyv1.PodDisruptionBudget{
+		TypeMeta: metav1.TypeMeta{APIVersion: policyv1.SchemeGroupVersion.String(), Kind: "PodDisruptionBudget"},
+		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace,
+			Labels:          map[string]string{isov1.LabelManagedBy: isov1.ManagedBy, isov1.LabelCrawlerVM: cvm.Name},
+			OwnerReferences: []metav1.OwnerReference{render.OwnerReference(cvm)}},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: ptr.To(intstr.FromInt32(keep)),
+			Selector:     &metav1.LabelSelector{MatchLabels: selector},
+		},
+	}
+	u, err := render.Unstructured(pdb)
+	if err != nil {
+		return err
+	}
+	if err := r.Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying PodDisruptionBudget %s: %w", key.Name, err)
+	}
+	return nil
+}
+
+// cordonedAdopted is the node of an adopted VMI (no evictionStrategy External) when that
+// node is cordoned, "" otherwise.
+func (r *CrawlerVMReconciler) cordonedAdopted(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) (string, error) {
+	if external(vmi) || vmi.Status.NodeName == "" {
+		return "", nil
+	}
+	node, err := getOrNil(ctx, r.Client, client.ObjectKey{Name: vmi.Status.NodeName}, &corev1.Node{})
+	if err != nil || node == nil || !node.Spec.Unschedulable {
+		return "", err
+	}
+	return node.Name, nil
 }
