@@ -408,6 +408,8 @@ func (r *CrawlerVMReconciler) triggers() []trigger {
 		{object: &isov1.CrawlerVM{}, on: releasedReservation, wakes: unplaced},
 		// A crawler arriving on or leaving a node changes its neighbours' predictions.
 		{object: &isov1.CrawlerVM{}, on: movedNode, wakes: neighboursOfMove},
+		// A move that ended (or failed) releases a node: a waiting crawler may fit there.
+		{object: &isov1.CrawlerVM{}, on: releasedNode, wakes: unplaced},
 		// A node added, removed, or whose capacity, labels, taints or cordon changed may
 		// fit a waiting crawler; heartbeats, most Node updates, are ignored.
 		{object: &corev1.Node{}, on: nodeCapacityChanged, wakes: unplaced},
@@ -524,6 +526,19 @@ func launcherCrawler(_, pod client.Object) []crawlers {
 func holds(o client.Object) bool {
 	p, ok := o.(*corev1.Pod)
 	return ok && inventory.Holds(p)
+}
+
+// releasedNode selects updates of a CrawlerVM after which it holds a node it held no
+// longer: the end of a move, or a re-placement.
+var releasedNode = predicate.Funcs{
+	CreateFunc: func(event.CreateEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := reservationOf(e.ObjectOld), reservationOf(e.ObjectNew)
+		released := func(node string) bool { return node != "" && node != n.node && node != n.leaving }
+		return released(o.node) || released(o.leaving)
+	},
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
 }
 
 // movedNode selects updates of a CrawlerVM that changed the node it is placed on, or the

@@ -27,8 +27,10 @@ import (
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/controllers"
 	"isochron.io/isochron/internal/inventory"
+	"isochron.io/isochron/test/support/kubelet"
 	"isochron.io/isochron/test/support/scale"
 	"isochron.io/isochron/test/support/testenv"
+	"isochron.io/isochron/test/support/virtsim"
 )
 
 var env *testenv.Env
@@ -273,4 +275,89 @@ func TestAPIServerRestartLosesNothing(t *testing.T) {
 	placed, unplaced, _ := decided(t, ns)
 	t.Logf("%d placed, %d unplaced on %d nodes", placed, unplaced, len(nodes))
 	checkNoOversubscription(t, ns, nodes, list)
+}
+
+// The leader is killed in the middle of a live migration: the new leader rebuilds both of
+// the moving crawler's reservations from the API server (status.move) and holds them
+// while it decides a batch of newcomers that would overfill the node being left if it
+// forgot it; when the migration completes, the new leader ends the move and releases it.
+func TestLeaderHandOverMidMigration(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, "mid-migration")
+	nodes := registerNodes(t, "mm", 3, 16) // 14 allocatable CPUs each
+	hold := true
+	env.KubeVirt.SetOutcome(func(m *kubevirtv1.VirtualMachineInstanceMigration) virtsim.Outcome {
+		if m.Namespace == ns && hold {
+			return virtsim.Hold
+		}
+		return virtsim.Complete
+	})
+	defer env.KubeVirt.SetOutcome(nil)
+	stopA := replica(t, "mid-a", 4)
+	mover := scale.Crawler(ns, "mover", 1000, false) // 4 vCPUs, 5 exclusive CPUs
+	mover.Spec.Placement = &isov1.Placement{NodeSelector: map[string]string{"pool": "mm"}}
+	createAll(t, []*isov1.CrawlerVM{mover})
+	waitDecided(t, ns, 1, time.Minute)
+	vmi := &kubevirtv1.VirtualMachineInstance{}
+	waitFor(t, time.Minute, "the mover's VMI", func() (bool, string) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(mover), vmi)
+		return err == nil, fmt.Sprint(err)
+	})
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(mover), mover); err != nil {
+		t.Fatal(err)
+	}
+	from := mover.Status.Placement.Node
+	if err := kubelet.SetVMIPhase(ctx, env.Client, vmi, kubevirtv1.Running, from); err != nil {
+		t.Fatal(err)
+	}
+	// A drain of its node: the move starts, and its migration holds.
+	waitFor(t, time.Minute, "the mover Ready", func() (bool, string) {
+		_ = env.Client.Get(ctx, client.ObjectKeyFromObject(mover), mover)
+		return apimeta.IsStatusConditionTrue(mover.Status.Conditions, isov1.ConditionReady), fmt.Sprint(mover.Status.Conditions)
+	})
+	if err := env.KubeVirt.Evict(ctx, client.ObjectKeyFromObject(vmi)); err == nil {
+		t.Fatal("the eviction went through")
+	}
+	waitFor(t, time.Minute, "a migration under way", func() (bool, string) {
+		_ = env.Client.Get(ctx, client.ObjectKeyFromObject(mover), mover)
+		return mover.Status.Move != nil && mover.Status.Move.Migration != "", fmt.Sprintf("%+v", mover.Status.Move)
+	})
+	to := mover.Status.Move.To
+	t.Logf("moving from %s to %s; killing the leader", from, to)
+	stopA()
+
+	stopB := replica(t, "mid-b", 4)
+	defer stopB()
+	// Six more crawlers of 5 CPUs: two fit each node, but only one more fits next to each
+	// of the mover's two reservations.
+	var more []*isov1.CrawlerVM
+	for i := range 6 {
+		c := scale.Crawler(ns, fmt.Sprintf("new-%d", i), 1000, false)
+		c.Spec.Placement = &isov1.Placement{NodeSelector: map[string]string{"pool": "mm"}}
+		more = append(more, c)
+	}
+	createAll(t, more)
+	list := waitDecided(t, ns, 7, 2*time.Minute)
+	for _, v := range scale.Violations(nodes, list.Items) {
+		t.Error(v)
+	}
+	placed, unplaced, _ := decided(t, ns)
+	if placed != 5 || unplaced != 2 {
+		t.Errorf("%d placed, %d unplaced: want the mover and 4 newcomers placed, 2 waiting (the mover holds two nodes)", placed, unplaced)
+	}
+
+	// The migration completes: the new leader ends the move and releases the node left.
+	hold = false
+	waitFor(t, time.Minute, "the move to end", func() (bool, string) {
+		_ = env.Client.Get(ctx, client.ObjectKeyFromObject(mover), mover)
+		return mover.Status.Move == nil && mover.Status.LastMove != nil && mover.Status.LastMove.Result == isov1.MoveSucceeded, fmt.Sprintf("%+v", mover.Status.LastMove)
+	})
+	if mover.Status.Placement.Node != to {
+		t.Errorf("the mover ended on %s, want %s", mover.Status.Placement.Node, to)
+	}
+	// With the node left released, one waiting newcomer fits there now.
+	waitFor(t, time.Minute, "a waiting newcomer placed on the released node", func() (bool, string) {
+		p, u, _ := decided(t, ns)
+		return p == 6, fmt.Sprintf("%d placed, %d unplaced", p, u)
+	})
 }

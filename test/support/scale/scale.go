@@ -85,18 +85,17 @@ func HeldMilli(s placement.Resident) int64 {
 }
 
 // Violations checks what placement promised of the crawlers' reservations on nodes: on
-// every node the CPUs held fit allocatable, and every crawler there is predicted within
-// its budget. It returns one line per broken promise.
+// every node the CPUs held fit allocatable (a moving crawler holds both its nodes), and
+// every crawler there is predicted within its budget. It returns one line per broken
+// promise.
 func Violations(nodes []*corev1.Node, crawlers []isov1.CrawlerVM) []string {
 	byNode := map[string][]model.Workload{}
 	used := map[string]int64{}
 	for i := range crawlers {
-		r, ok := inventory.Resident(&crawlers[i])
-		if !ok {
-			continue
+		for _, r := range inventory.Residents(&crawlers[i]) {
+			byNode[r.Node] = append(byNode[r.Node], r.Workload)
+			used[r.Node] += HeldMilli(r)
 		}
-		byNode[r.Node] = append(byNode[r.Node], r.Workload)
-		used[r.Node] += HeldMilli(r)
 	}
 	var out []string
 	for _, n := range nodes {
