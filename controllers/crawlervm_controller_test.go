@@ -198,6 +198,18 @@ func TestSteadyStateWritesNothing(t *testing.T) {
 	get(t, vmi)
 	before := c.ResourceVersion
 	vmiBefore := vmi.ResourceVersion
+	// What else isochron writes: the VM's spec (KubeVirt writes its status; a spec write
+	// moves its generation), the probe Service (no one else writes it), the probe Jobs
+	// (isochron creates them and never writes them again; their spec generation shows a
+	// write) and migrations (none in a steady state).
+	vm := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "quiet"}}
+	get(t, vm)
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: slo.ServiceName(c)}}
+	get(t, svc)
+	jobsBefore := map[string]int64{}
+	for _, j := range probeJobs(t, c) {
+		jobsBefore[j.Name] = j.Generation
+	}
 
 	// For 10 s, touch the owned VMI once a second (each touch makes the operator
 	// reconcile the crawler); the crawler, its VMI and its probe objects must see no
@@ -218,6 +230,29 @@ func TestSteadyStateWritesNothing(t *testing.T) {
 	}
 	if vmi.ResourceVersion != vmiBefore {
 		t.Errorf("VMI written in a steady state: resourceVersion %s -> %s", vmiBefore, vmi.ResourceVersion)
+	}
+	vmGen, svcRV := vm.Generation, svc.ResourceVersion
+	get(t, vm)
+	get(t, svc)
+	if vm.Generation != vmGen {
+		t.Errorf("VM spec written in a steady state: generation %d -> %d", vmGen, vm.Generation)
+	}
+	if svc.ResourceVersion != svcRV {
+		t.Errorf("probe Service written in a steady state: resourceVersion %s -> %s", svcRV, svc.ResourceVersion)
+	}
+	jobsAfter := map[string]int64{}
+	for _, j := range probeJobs(t, c) {
+		jobsAfter[j.Name] = j.Generation
+	}
+	if diff := cmp.Diff(jobsBefore, jobsAfter); diff != "" {
+		t.Errorf("probe Jobs written or created in a steady state (-before +after):\n%s", diff)
+	}
+	migs := &kubevirtv1.VirtualMachineInstanceMigrationList{}
+	if err := k8s.List(ctx, migs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(migs.Items) != 0 {
+		t.Errorf("%d migrations created in a steady state", len(migs.Items))
 	}
 }
 
