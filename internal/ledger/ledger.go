@@ -1,9 +1,15 @@
-package placement
+// Package ledger holds the reservations placement decides on, in memory: the operator's
+// counterpart of kube-scheduler's cache with its assumed pods. It is not pure (it is
+// shared by the reconcile workers, behind a mutex), which is why it is not in package
+// placement.
+package ledger
 
 import (
 	"reflect"
 	"sort"
 	"sync"
+
+	"isochron.io/isochron/internal/placement"
 )
 
 // Ledger is the reservations placement decides on, in memory: kube-scheduler's cache with
@@ -34,7 +40,7 @@ type Ledger struct {
 }
 
 type entry struct {
-	res Resident
+	res placement.Resident
 	// assumed is set from a decision or the build until the cache shows the same
 	// reservation.
 	assumed bool
@@ -43,8 +49,8 @@ type entry struct {
 	gone bool
 }
 
-// NewLedger is a ledger not yet built: it observes nothing until Build.
-func NewLedger() *Ledger { return &Ledger{} }
+// New is a ledger not yet built: it observes nothing until Build.
+func New() *Ledger { return &Ledger{} }
 
 // Built says whether Build has run.
 func (l *Ledger) Built() bool {
@@ -56,7 +62,7 @@ func (l *Ledger) Built() bool {
 // Build replaces the ledger's contents with residents, read from the API server when the
 // process becomes leader. Each is assumed until the cache shows it: a cache started
 // before this process led may not have seen the last leader's writes yet.
-func (l *Ledger) Build(residents []Resident) {
+func (l *Ledger) Build(residents []placement.Resident) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.entries = make(map[string]*entry, len(residents))
@@ -108,10 +114,10 @@ func (l *Ledger) remove(key string) {
 
 // ResidentsOn are the reservations on node, in key order: what a prediction on that
 // node needs, at the cost of what the node holds.
-func (l *Ledger) ResidentsOn(node string) []Resident {
+func (l *Ledger) ResidentsOn(node string) []placement.Resident {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make([]Resident, 0, len(l.onNode[node]))
+	out := make([]placement.Resident, 0, len(l.onNode[node]))
 	for _, e := range l.onNode[node] {
 		out = append(out, e.res)
 	}
@@ -120,16 +126,16 @@ func (l *Ledger) ResidentsOn(node string) []Resident {
 }
 
 // Residents are the reservations in the ledger, in key order.
-func (l *Ledger) Residents() []Resident {
+func (l *Ledger) Residents() []placement.Resident {
 	rs, _ := l.Snapshot()
 	return rs
 }
 
 // Snapshot is Residents with the generation they are of (see Gen).
-func (l *Ledger) Snapshot() ([]Resident, uint64) {
+func (l *Ledger) Snapshot() ([]placement.Resident, uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make([]Resident, 0, len(l.entries))
+	out := make([]placement.Resident, 0, len(l.entries))
 	for _, e := range l.entries {
 		if !e.gone {
 			out = append(out, e.res)
@@ -149,7 +155,7 @@ func (l *Ledger) Gen() uint64 {
 // AssumeAt is Assume for a planner that holds the ledger at generation gen and has just
 // committed res: it returns the new generation, and whether res was the only change since
 // gen (the planner still holds the ledger exactly).
-func (l *Ledger) AssumeAt(res Resident, gen uint64) (undo func(), next uint64, exact bool) {
+func (l *Ledger) AssumeAt(res placement.Resident, gen uint64) (undo func(), next uint64, exact bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	exact = l.gen == gen
@@ -160,14 +166,14 @@ func (l *Ledger) AssumeAt(res Resident, gen uint64) (undo func(), next uint64, e
 
 // Assume records decision res for its crawler and returns the undo that restores what the
 // crawler held before, for when the decision fails to persist.
-func (l *Ledger) Assume(res Resident) (undo func()) {
+func (l *Ledger) Assume(res placement.Resident) (undo func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.assume(res)
 }
 
 // assume is Assume, called with l.mu held.
-func (l *Ledger) assume(res Resident) (undo func()) {
+func (l *Ledger) assume(res placement.Resident) (undo func()) {
 	prev, had := l.entries[res.Key]
 	l.set(&entry{res: res, assumed: true})
 	return func() {
@@ -184,7 +190,7 @@ func (l *Ledger) assume(res Resident) (undo func()) {
 // AssumeAll records reservations rs, each for its key, and releases the keys of drop (a
 // crawler's decision that holds two nodes while it moves, or releases one when the move
 // ends); the undo restores what those keys held before.
-func (l *Ledger) AssumeAll(rs []Resident, drop []string) (undo func()) {
+func (l *Ledger) AssumeAll(rs []placement.Resident, drop []string) (undo func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	type was struct {
@@ -205,7 +211,7 @@ func (l *Ledger) AssumeAll(rs []Resident, drop []string) (undo func()) {
 	for _, key := range drop {
 		keep(key)
 		if e, ok := l.entries[key]; ok && !e.gone {
-			l.set(&entry{res: Resident{Key: key}, assumed: true, gone: true})
+			l.set(&entry{res: placement.Resident{Key: key}, assumed: true, gone: true})
 		}
 	}
 	return func() {
@@ -234,7 +240,7 @@ func (l *Ledger) Assumed(key string) bool {
 // nil when it holds none. An assumed reservation is confirmed when the cache shows the
 // same node and size, and kept otherwise (the cache is behind); a confirmed one follows
 // the cache.
-func (l *Ledger) Observe(key string, res *Resident) {
+func (l *Ledger) Observe(key string, res *placement.Resident) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.built {
@@ -264,6 +270,6 @@ func (l *Ledger) Remove(key string) {
 }
 
 // sameReservation says whether a and b hold the same resources on the same node.
-func sameReservation(a, b Resident) bool {
+func sameReservation(a, b placement.Resident) bool {
 	return a.Node == b.Node && a.Sizing == b.Sizing
 }

@@ -1,4 +1,4 @@
-package placement
+package ledger
 
 import (
 	"testing"
@@ -7,11 +7,12 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"isochron.io/isochron/internal/model"
+	"isochron.io/isochron/internal/placement"
 	"isochron.io/isochron/internal/sizing"
 )
 
-func res(key, node string, cpus int32, rps int32) Resident {
-	return Resident{Key: key, Node: node, Sizing: sizing.Result{VCPUs: cpus, HostCPUs: cpus + 1},
+func res(key, node string, cpus int32, rps int32) placement.Resident {
+	return placement.Resident{Key: key, Node: node, Sizing: sizing.Result{VCPUs: cpus, HostCPUs: cpus + 1},
 		Workload: model.Workload{Key: key, RPS: rps}}
 }
 
@@ -21,67 +22,67 @@ func TestLedger(t *testing.T) {
 	b := res("ns/b", "n1", 1, 50)
 	aFaster := res("ns/a", "n1", 2, 200) // a's spec changed its rate, same reservation
 	type step func(l *Ledger)
-	build := func(rs ...Resident) step { return func(l *Ledger) { l.Build(rs) } }
-	observe := func(key string, r *Resident) step { return func(l *Ledger) { l.Observe(key, r) } }
-	assume := func(r Resident) step { return func(l *Ledger) { l.Assume(r) } }
-	assumeAndFail := func(r Resident) step { return func(l *Ledger) { l.Assume(r)() } }
+	build := func(rs ...placement.Resident) step { return func(l *Ledger) { l.Build(rs) } }
+	observe := func(key string, r *placement.Resident) step { return func(l *Ledger) { l.Observe(key, r) } }
+	assume := func(r placement.Resident) step { return func(l *Ledger) { l.Assume(r) } }
+	assumeAndFail := func(r placement.Resident) step { return func(l *Ledger) { l.Assume(r)() } }
 	remove := func(key string) step { return func(l *Ledger) { l.Remove(key) } }
 	// A move: a at n2, and its reservation on n1, which it leaves, under a key of its own.
 	aLeaving := res("ns/a (leaving)", "n1", 2, 100)
-	moveA := func(l *Ledger) { l.AssumeAll([]Resident{a2, aLeaving}, nil) }
-	endMove := func(l *Ledger) { l.AssumeAll([]Resident{a2}, []string{aLeaving.Key}) }
-	failMoveWrite := func(l *Ledger) { l.AssumeAll([]Resident{a2}, []string{aLeaving.Key})() }
+	moveA := func(l *Ledger) { l.AssumeAll([]placement.Resident{a2, aLeaving}, nil) }
+	endMove := func(l *Ledger) { l.AssumeAll([]placement.Resident{a2}, []string{aLeaving.Key}) }
+	failMoveWrite := func(l *Ledger) { l.AssumeAll([]placement.Resident{a2}, []string{aLeaving.Key})() }
 	for _, tc := range []struct {
 		name        string
 		steps       []step
-		want        []Resident
+		want        []placement.Resident
 		wantAssumed []string
 	}{
-		{name: "not built: observing records nothing", steps: []step{observe("ns/a", &a1)}, want: []Resident{}},
-		{name: "built: assumed until the cache shows it", steps: []step{build(a1, b)}, want: []Resident{a1, b}, wantAssumed: []string{"ns/a", "ns/b"}},
-		{name: "build, the cache catches up", steps: []step{build(a1), observe("ns/a", &a1)}, want: []Resident{a1}},
+		{name: "not built: observing records nothing", steps: []step{observe("ns/a", &a1)}, want: []placement.Resident{}},
+		{name: "built: assumed until the cache shows it", steps: []step{build(a1, b)}, want: []placement.Resident{a1, b}, wantAssumed: []string{"ns/a", "ns/b"}},
+		{name: "build, the cache catches up", steps: []step{build(a1), observe("ns/a", &a1)}, want: []placement.Resident{a1}},
 		{
 			name:  "build, a cache behind the last leader's write does not release it",
-			steps: []step{build(a1), observe("ns/a", nil)}, want: []Resident{a1}, wantAssumed: []string{"ns/a"},
+			steps: []step{build(a1), observe("ns/a", nil)}, want: []placement.Resident{a1}, wantAssumed: []string{"ns/a"},
 		},
 		{
 			name:  "a decision counts at once, before the cache shows it",
-			steps: []step{build(), assume(a1), observe("ns/a", nil)}, want: []Resident{a1}, wantAssumed: []string{"ns/a"},
+			steps: []step{build(), assume(a1), observe("ns/a", nil)}, want: []placement.Resident{a1}, wantAssumed: []string{"ns/a"},
 		},
 		{
 			name:  "a move stays assumed while the cache shows the old node",
-			steps: []step{build(a1), observe("ns/a", &a1), assume(a2), observe("ns/a", &a1)}, want: []Resident{a2}, wantAssumed: []string{"ns/a"},
+			steps: []step{build(a1), observe("ns/a", &a1), assume(a2), observe("ns/a", &a1)}, want: []placement.Resident{a2}, wantAssumed: []string{"ns/a"},
 		},
-		{name: "a move confirmed", steps: []step{build(a1), assume(a2), observe("ns/a", &a2)}, want: []Resident{a2}},
-		{name: "a failed decision is forgotten", steps: []step{build(), assumeAndFail(a1)}, want: []Resident{}},
+		{name: "a move confirmed", steps: []step{build(a1), assume(a2), observe("ns/a", &a2)}, want: []placement.Resident{a2}},
+		{name: "a failed decision is forgotten", steps: []step{build(), assumeAndFail(a1)}, want: []placement.Resident{}},
 		{
 			name:  "a failed move restores the old reservation",
-			steps: []step{build(a1), observe("ns/a", &a1), assumeAndFail(a2)}, want: []Resident{a1},
+			steps: []step{build(a1), observe("ns/a", &a1), assumeAndFail(a2)}, want: []placement.Resident{a1},
 		},
 		{
 			name:  "a confirmed reservation follows the cache: a spec change reaches the workload",
-			steps: []step{build(a1), observe("ns/a", &a1), observe("ns/a", &aFaster)}, want: []Resident{aFaster},
+			steps: []step{build(a1), observe("ns/a", &a1), observe("ns/a", &aFaster)}, want: []placement.Resident{aFaster},
 		},
-		{name: "an assumed one is confirmed by the same reservation with a newer spec", steps: []step{build(a1), observe("ns/a", &aFaster)}, want: []Resident{aFaster}},
-		{name: "a move holds both nodes", steps: []step{build(a1), observe("ns/a", &a1), moveA}, want: []Resident{a2, aLeaving}, wantAssumed: []string{"ns/a"}},
+		{name: "an assumed one is confirmed by the same reservation with a newer spec", steps: []step{build(a1), observe("ns/a", &aFaster)}, want: []placement.Resident{aFaster}},
+		{name: "a move holds both nodes", steps: []step{build(a1), observe("ns/a", &a1), moveA}, want: []placement.Resident{a2, aLeaving}, wantAssumed: []string{"ns/a"}},
 		{
 			name:  "a move's end releases the node left, and a stale cache does not bring it back",
-			steps: []step{build(a1), moveA, observe("ns/a", &a2), observe(aLeaving.Key, &aLeaving), endMove, observe(aLeaving.Key, &aLeaving)}, want: []Resident{a2},
+			steps: []step{build(a1), moveA, observe("ns/a", &a2), observe(aLeaving.Key, &aLeaving), endMove, observe(aLeaving.Key, &aLeaving)}, want: []placement.Resident{a2},
 			wantAssumed: []string{"ns/a"}, // the end is a decision of its own, assumed until the cache shows it
 		},
 		{
 			name:  "the released node stays released once the cache shows it",
-			steps: []step{build(a1), moveA, endMove, observe(aLeaving.Key, nil), observe("ns/a", &a2)}, want: []Resident{a2},
+			steps: []step{build(a1), moveA, endMove, observe(aLeaving.Key, nil), observe("ns/a", &a2)}, want: []placement.Resident{a2},
 		},
 		{
 			name:  "an end that fails to persist holds both nodes again",
-			steps: []step{build(a1), moveA, observe("ns/a", &a2), observe(aLeaving.Key, &aLeaving), failMoveWrite}, want: []Resident{a2, aLeaving},
+			steps: []step{build(a1), moveA, observe("ns/a", &a2), observe(aLeaving.Key, &aLeaving), failMoveWrite}, want: []placement.Resident{a2, aLeaving},
 		},
-		{name: "a deleted crawler releases its reservation", steps: []step{build(a1, b), remove("ns/a")}, want: []Resident{b}, wantAssumed: []string{"ns/b"}},
-		{name: "rebuilt: the list replaces everything", steps: []step{build(a1), assume(b), build(a2)}, want: []Resident{a2}, wantAssumed: []string{"ns/a"}},
+		{name: "a deleted crawler releases its reservation", steps: []step{build(a1, b), remove("ns/a")}, want: []placement.Resident{b}, wantAssumed: []string{"ns/b"}},
+		{name: "rebuilt: the list replaces everything", steps: []step{build(a1), assume(b), build(a2)}, want: []placement.Resident{a2}, wantAssumed: []string{"ns/a"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := NewLedger()
+			l := New()
 			for _, s := range tc.steps {
 				s(l)
 			}
@@ -90,7 +91,7 @@ func TestLedger(t *testing.T) {
 			}
 			// The node index agrees with the list, after every kind of step.
 			for _, node := range []string{"n1", "n2"} {
-				var want []Resident
+				var want []placement.Resident
 				for _, r := range l.Residents() {
 					if r.Node == node {
 						want = append(want, r)
@@ -117,8 +118,8 @@ func TestLedger(t *testing.T) {
 // across decisions knows when it no longer holds the ledger.
 func TestLedgerGeneration(t *testing.T) {
 	a1, a2, b := res("ns/a", "n1", 2, 100), res("ns/a", "n2", 2, 100), res("ns/b", "n1", 1, 50)
-	l := NewLedger()
-	l.Build([]Resident{a1})
+	l := New()
+	l.Build([]placement.Resident{a1})
 	_, g := l.Snapshot()
 	l.Observe("ns/a", &a1) // confirmed: same reservation
 	if l.Gen() != g {
