@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -173,6 +175,7 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, nil // owner references let the garbage collector remove the VMI
 	}
 	st := &statusWriter{Client: r.Client, recorder: r.Recorder, before: cvm.DeepCopy()}
+	st.readyAtStart = apimeta.FindStatusCondition(st.before.Status.Conditions, isov1.ConditionReady)
 	defer func() {
 		if err := st.persist(ctx, cvm); err != nil {
 			if reterr == nil {
@@ -248,6 +251,9 @@ type statusWriter struct {
 	recorder record.EventRecorder
 	before   *isov1.CrawlerVM
 	pending  []func()
+	// readyAtStart is the Ready condition as the reconcile found it (before moves on
+	// with each write): what an outage begins or ends against.
+	readyAtStart *metav1.Condition
 }
 
 // after queues f until the status is written.

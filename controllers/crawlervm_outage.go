@@ -17,14 +17,14 @@ import (
 )
 
 // trackOutage records the crawler's outages (status.outages, package outage) from its
-// Ready condition as last written and as it is now: one begins when a crawler that ran
+// Ready condition as the reconcile found it and as it is now: one begins when a crawler that ran
 // stops running, with its cause and the time KubeVirt or the node says it stopped, and
 // ends when it runs again, at the time its VMI reported Running. The Events and counts
 // happen once the status that records them is written. DowntimeWithinBudget says what the
 // outages of the last 30 days spent of the error budget.
 func (r *CrawlerVMReconciler) trackOutage(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter, node move.NodeState) {
 	vmi, _ := getOrNil(ctx, r.Client, client.ObjectKeyFromObject(cvm), &kubevirtv1.VirtualMachineInstance{})
-	was := apimeta.FindStatusCondition(st.before.Status.Conditions, isov1.ConditionReady)
+	was := st.readyAtStart
 	now := apimeta.FindStatusCondition(cvm.Status.Conditions, isov1.ConditionReady)
 	if now == nil {
 		return
