@@ -221,6 +221,15 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := r.guardAdopted(ctx, cvm, running); err != nil {
 		return ctrl.Result{}, err
 	}
+	if running == nil {
+		wait, err := r.recoverFromRejection(ctx, cvm, st)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if wait > 0 && (after == 0 || wait < after) {
+			after = wait
+		}
+	}
 	for _, act := range []func() (time.Duration, error){
 		func() (time.Duration, error) { return 0, r.takeOverMigrations(ctx, cvm, st, running) },
 		func() (time.Duration, error) { return r.evacuate(ctx, cvm, st, steady) },

@@ -463,3 +463,52 @@ func (r *CrawlerVMReconciler) cordonedAdopted(ctx context.Context, vmi *kubevirt
 	}
 	return node.Name, nil
 }
+
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+
+// recoverFromRejection starts the crawler on another node when the kubelet of its node
+// refused its launcher for a reason of the node (inventory.LauncherRejected): the VMI
+// failed before it ran, and KubeVirt's crash-loop backoff would start it there again and
+// again. A cold move, placed by the model like any move, away from that node; where none
+// fits, the crawler stays and KubeVirt keeps trying. It returns when to look again.
+func (r *CrawlerVMReconciler) recoverFromRejection(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter) (time.Duration, error) {
+	if cvm.Status.Move != nil || cvm.Status.Placement == nil {
+		return 0, nil
+	}
+	key := client.ObjectKey{Namespace: cvm.Namespace, Name: render.Name(cvm)}
+	var uids []string
+	if vmi, err := getOrNil(ctx, r.Client, key, &kubevirtv1.VirtualMachineInstance{}); err != nil {
+		return 0, err
+	} else if vmi != nil {
+		uids = append(uids, string(vmi.UID))
+	}
+	if vm, err := getOrNil(ctx, r.Client, key, &kubevirtv1.VirtualMachine{}); err != nil {
+		return 0, err
+	} else if vm != nil && vm.Status.StartFailure != nil {
+		uids = append(uids, string(vm.Status.StartFailure.LastFailedVMIUID))
+	}
+	if len(uids) == 0 {
+		return 0, nil
+	}
+	pods := &corev1.PodList{}
+	if err := r.List(ctx, pods, client.InNamespace(cvm.Namespace), client.MatchingLabels{isov1.LabelCrawlerVM: cvm.Name}); err != nil {
+		return 0, fmt.Errorf("listing the launcher pods of %s: %w", cvm.Name, err)
+	}
+	pod, node, reason, message, rejected := inventory.LauncherRejected(pods.Items, uids...)
+	if !rejected || node != cvm.Status.Placement.Node {
+		return 0, nil
+	}
+	why := fmt.Sprintf("the kubelet of node %s refused launcher pod %s: %s (%s)", node, pod, reason, message)
+	d, err := r.startMove(ctx, cvm, st, isov1.MoveNodeRejected, []placement.Avoid{{Node: node, Why: "its kubelet refused the crawler's launcher: " + reason}}, why, func(placement.Decision) {
+		cvm.Status.Move.Mode = isov1.MoveCold
+	})
+	if err != nil || d.Placed() || d.Reason == "" {
+		return 0, err
+	}
+	msg := fmt.Sprintf("%s, and no other node can hold the crawler within every crawler's budget: %s; KubeVirt keeps starting it there", why, d.Reason)
+	if c := apimeta.FindStatusCondition(cvm.Status.Conditions, isov1.ConditionMoving); c == nil || c.Message != msg {
+		st.event(cvm, corev1.EventTypeWarning, isov1.ReasonMoveBlocked, msg)
+	}
+	setCondition(cvm, isov1.ConditionMoving, false, isov1.ReasonMoveBlocked, msg)
+	return blockedRetry, nil
+}

@@ -483,3 +483,49 @@ func TestForeignMigrationIsTakenOver(t *testing.T) {
 		t.Errorf("the VMI runs on %s, want %s", vmi.Status.NodeName, to)
 	}
 }
+
+// The kubelet of the crawler's node refuses its launcher for a reason of the node (here
+// the CPU Manager cannot pin its CPUs): the VMI fails before it ever runs, which KubeVirt's
+// crash-loop backoff would repeat there forever; isochron starts it on another node.
+func TestRejectedLauncherMovesTheCrawler(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	createNode(t, rtNode("rej-1", "it", "rej"), 16)
+	createNode(t, rtNode("rej-2", "it", "rej"), 16)
+	c := crawler(ns, "rejected", withSelector("it", "rej"))
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	vmi := waitForVMI(t, client.ObjectKeyFromObject(c), func(*kubevirtv1.VirtualMachineInstance) bool { return true })
+	get(t, c)
+	from := c.Status.Placement.Node
+	to := map[string]string{"rej-1": "rej-2", "rej-2": "rej-1"}[from]
+	// The launcher pod, bound to the node, failed by its kubelet's admission.
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "virt-launcher-rejected-x",
+			Labels: map[string]string{kubevirtv1.AppLabel: "virt-launcher", kubevirtv1.CreatedByLabel: string(vmi.UID), isov1.LabelCrawlerVM: c.Name}},
+		Spec: corev1.PodSpec{NodeName: from, Containers: []corev1.Container{{Name: "compute", Image: "virt-launcher"}}},
+	}
+	if err := k8s.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodFailed, Reason: "TopologyAffinityError", Message: "Pod was rejected: Resources cannot be allocated with Topology locality"}
+	if err := k8s.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	setVMIPhase(t, vmi, kubevirtv1.Failed, "") // it never ran
+	waitForCrawler(t, c, "a cold move away from "+from, func(c *isov1.CrawlerVM) bool {
+		m := c.Status.Move
+		return m != nil && m.Reason == isov1.MoveNodeRejected && m.To == to && m.Mode == isov1.MoveCold
+	})
+	if !strings.Contains(c.Status.Move.Message, "TopologyAffinityError") {
+		t.Errorf("move message %q: want the kubelet's reason", c.Status.Move.Message)
+	}
+	next := waitForVMI(t, client.ObjectKeyFromObject(c), func(v *kubevirtv1.VirtualMachineInstance) bool {
+		return v.UID != vmi.UID && render.PinnedNode(&v.Spec) == to
+	})
+	setVMIPhase(t, next, kubevirtv1.Running, to)
+	waitForCrawler(t, c, "Ready on "+to, func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionReady, metav1.ConditionTrue, isov1.ReasonVMIRunning) && c.Status.Move == nil
+	})
+}

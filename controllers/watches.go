@@ -167,6 +167,8 @@ func (r *CrawlerVMReconciler) triggers() []trigger {
 		// kube-scheduler judging a crawler's virt-launcher pod (Unschedulable: something
 		// took what its reservation counted on).
 		{object: &corev1.Pod{}, on: launcherScheduling, wakes: launcherCrawler},
+		// A crawler's virt-launcher pod failing (its node's kubelet may have refused it).
+		{object: &corev1.Pod{}, on: launcherFailed, wakes: launcherCrawler},
 	}
 }
 
@@ -241,6 +243,17 @@ var launcherScheduling = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld.(*corev1.Pod), e.ObjectNew.(*corev1.Pod)
 		return o != nil && n != nil && inventory.CrawlerLauncher(n) && scheduled(o) != scheduled(n)
+	},
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// launcherFailed selects a crawler's virt-launcher pod turning Failed.
+var launcherFailed = predicate.Funcs{
+	CreateFunc: func(event.CreateEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld.(*corev1.Pod), e.ObjectNew.(*corev1.Pod)
+		return o != nil && n != nil && inventory.CrawlerLauncher(n) && o.Status.Phase != corev1.PodFailed && n.Status.Phase == corev1.PodFailed
 	},
 	DeleteFunc:  func(event.DeleteEvent) bool { return false },
 	GenericFunc: func(event.GenericEvent) bool { return false },

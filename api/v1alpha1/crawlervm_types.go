@@ -549,7 +549,7 @@ type Remediation struct {
 }
 
 // MoveReason is why isochron moves a crawler to another node.
-// +kubebuilder:validation:Enum=Refuted;Evacuation;SpecChange;NodeLost;Requested
+// +kubebuilder:validation:Enum=Refuted;Evacuation;SpecChange;NodeLost;Requested;NodeRejected
 type MoveReason string
 
 const (
@@ -569,6 +569,11 @@ const (
 	// migrate, KubeVirt's workload updater after its upgrade); isochron took the request
 	// over, to a node the model chose.
 	MoveRequested MoveReason = "Requested"
+	// MoveNodeRejected: the kubelet of the crawler's node refused to run its launcher for
+	// a reason of the node (it cannot pin its CPUs, it is out of a resource, it evicted
+	// it): KubeVirt's crash-loop backoff cannot cure that, so the crawler starts on
+	// another node.
+	MoveNodeRejected MoveReason = "NodeRejected"
 )
 
 // MoveMode is how a move is carried out.
@@ -598,8 +603,8 @@ const (
 
 // Move is a move of the crawler from one node to another.
 type Move struct {
-	// reason is why the crawler moves: Refuted, Evacuation, SpecChange, NodeLost or
-	// Requested.
+	// reason is why the crawler moves: Refuted, Evacuation, SpecChange, NodeLost,
+	// Requested or NodeRejected.
 	// +required
 	Reason MoveReason `json:"reason,omitempty"`
 	// mode is Live (a live migration) or Cold (a restart on the new node).
@@ -634,8 +639,8 @@ type Move struct {
 
 // MoveRecord is how a move ended.
 type MoveRecord struct {
-	// reason is why the crawler moved: Refuted, Evacuation, SpecChange, NodeLost or
-	// Requested.
+	// reason is why the crawler moved: Refuted, Evacuation, SpecChange, NodeLost,
+	// Requested or NodeRejected.
 	// +required
 	Reason MoveReason `json:"reason,omitempty"`
 	// mode is Live or Cold.

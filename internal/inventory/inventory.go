@@ -4,7 +4,9 @@
 package inventory
 
 import (
+	"slices"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -284,6 +286,28 @@ func LauncherUnschedulable(pods []corev1.Pod) (name, message string, ok bool) {
 	}
 	return "", "", false
 }
+
+// LauncherRejected finds, among virt-launcher pods, one of the VMIs of vmiUIDs that the
+// kubelet of its node refused or ended for a reason of the node (its admission: OutOfcpu,
+// TopologyAffinityError when the CPU Manager cannot pin it, NodeAffinity...; an eviction
+// under node pressure), and returns its name, node and the kubelet's reason and message.
+// KubeVirt's crash-loop backoff cannot cure such a failure: the node must change.
+func LauncherRejected(pods []corev1.Pod, vmiUIDs ...string) (name, node, reason, message string, ok bool) {
+	for i := range pods {
+		p := &pods[i]
+		if p.Status.Phase != corev1.PodFailed || !slices.Contains(vmiUIDs, p.Labels[kubevirtv1.CreatedByLabel]) || p.Spec.NodeName == "" {
+			continue
+		}
+		if r := p.Status.Reason; strings.HasPrefix(r, "OutOf") || slices.Contains(nodeRejections, r) {
+			return p.Name, p.Spec.NodeName, r, p.Status.Message, true
+		}
+	}
+	return "", "", "", "", false
+}
+
+// nodeRejections are the reasons a kubelet fails a pod for its node, not for the pod
+// (besides OutOf<resource>): its admission handlers and its eviction manager.
+var nodeRejections = []string{"UnexpectedAdmissionError", "TopologyAffinityError", "SMTAlignmentError", "NodeAffinity", "InvalidNodeInfo", "Evicted"}
 
 // CrawlerLauncher says whether p is the virt-launcher pod of a crawler's VMI: KubeVirt's
 // launcher label, and the crawler's label the VMI passes on.

@@ -222,3 +222,28 @@ func TestSizingStatusRoundTrips(t *testing.T) {
 		})
 	}
 }
+
+func TestLauncherRejected(t *testing.T) {
+	pod := func(name, vmi, node string, phase corev1.PodPhase, reason string) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{kubevirtv1.CreatedByLabel: vmi}},
+			Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: phase, Reason: reason, Message: "m"}}
+	}
+	cases := map[string]struct {
+		pods []corev1.Pod
+		want string // the pod found, "" for none
+	}{
+		"the CPU Manager cannot pin it":  {pods: []corev1.Pod{pod("a", "v1", "n1", corev1.PodFailed, "TopologyAffinityError")}, want: "a"},
+		"out of CPU at admission":        {pods: []corev1.Pod{pod("a", "v1", "n1", corev1.PodFailed, "OutOfcpu")}, want: "a"},
+		"evicted under node pressure":    {pods: []corev1.Pod{pod("a", "v1", "n1", corev1.PodFailed, "Evicted")}, want: "a"},
+		"a guest that failed is no node": {pods: []corev1.Pod{pod("a", "v1", "n1", corev1.PodFailed, "")}},
+		"a running launcher":             {pods: []corev1.Pod{pod("a", "v1", "n1", corev1.PodRunning, "")}},
+		"another VMI's":                  {pods: []corev1.Pod{pod("a", "v0", "n1", corev1.PodFailed, "OutOfcpu")}},
+		"never bound":                    {pods: []corev1.Pod{pod("a", "v1", "", corev1.PodFailed, "OutOfcpu")}},
+	}
+	for name, tc := range cases {
+		got, node, _, _, ok := LauncherRejected(tc.pods, "v1", "v2")
+		if got != tc.want || ok != (tc.want != "") || (ok && node != "n1") {
+			t.Errorf("%s: LauncherRejected = %q on %q, %v; want %q", name, got, node, ok, tc.want)
+		}
+	}
+}
