@@ -192,19 +192,25 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	// A Service that cannot be had (its IP range full) does not hold the VMI back: its
 	// agent then finds the gateway by name, and the error retries the Service.
 	gatewayIP, svcErr := r.ensureProbeService(ctx, cvm)
-	running, node, err := r.runVM(ctx, cvm, st, gatewayIP)
+	// Everything the rest decides on is read once: the VM, its VMI, their launcher pods
+	// and the node (readiness.Scope).
+	w, err := r.readWorld(ctx, cvm)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	st.world = w
+	running, err := r.runVM(ctx, cvm, st, w, gatewayIP)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if svcErr != nil {
 		return ctrl.Result{}, svcErr
 	}
+	node := w.Node
 	if node.Fenced {
 		wait, err := r.recoverFromLostNode(ctx, cvm, st, node)
-		r.trackOutage(ctx, cvm, st, node)
 		return ctrl.Result{RequeueAfter: wait}, err
 	}
-	r.trackOutage(ctx, cvm, st, node)
 	// A moving crawler is measured again where it arrives: no probe, no remediation and
 	// no evacuation while it moves.
 	steady := running
@@ -222,7 +228,7 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, err
 	}
 	if running == nil {
-		wait, err := r.recoverFromRejection(ctx, cvm, st)
+		wait, err := r.recoverFromRejection(ctx, cvm, st, w)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -263,6 +269,11 @@ type statusWriter struct {
 	// readyAtStart is the Ready condition as the reconcile found it (before moves on
 	// with each write): what an outage begins or ends against.
 	readyAtStart *metav1.Condition
+	// readyStuck is whether the verdict that set Ready in this reconcile is stuck (nil
+	// when none did): kstatus' Stalled, derived where the reason is set.
+	readyStuck *bool
+	// world is what the reconcile read of the crawler's world (readWorld), nil before.
+	world *world
 }
 
 // after queues f until the status is written.
@@ -274,7 +285,7 @@ func (w *statusWriter) event(cvm *isov1.CrawlerVM, kind, reason, message string)
 }
 
 func (w *statusWriter) persist(ctx context.Context, cvm *isov1.CrawlerVM) error {
-	setProgress(cvm)
+	setProgress(cvm, w.readyStuck)
 	if !equality.Semantic.DeepEqual(w.before.Status, cvm.Status) {
 		if err := w.Status().Patch(ctx, cvm, client.MergeFromWithOptions(w.before, client.MergeFromWithOptimisticLock{})); err != nil {
 			w.pending = nil

@@ -471,29 +471,21 @@ func (r *CrawlerVMReconciler) cordonedAdopted(ctx context.Context, vmi *kubevirt
 // failed before it ran, and KubeVirt's crash-loop backoff would start it there again and
 // again. A cold move, placed by the model like any move, away from that node; where none
 // fits, the crawler stays and KubeVirt keeps trying. It returns when to look again.
-func (r *CrawlerVMReconciler) recoverFromRejection(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter) (time.Duration, error) {
+func (r *CrawlerVMReconciler) recoverFromRejection(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter, w *world) (time.Duration, error) {
 	if cvm.Status.Move != nil || cvm.Status.Placement == nil {
 		return 0, nil
 	}
-	key := client.ObjectKey{Namespace: cvm.Namespace, Name: render.Name(cvm)}
 	var uids []string
-	if vmi, err := getOrNil(ctx, r.Client, key, &kubevirtv1.VirtualMachineInstance{}); err != nil {
-		return 0, err
-	} else if vmi != nil {
-		uids = append(uids, string(vmi.UID))
+	if w.VMI != nil {
+		uids = append(uids, string(w.VMI.UID))
 	}
-	if vm, err := getOrNil(ctx, r.Client, key, &kubevirtv1.VirtualMachine{}); err != nil {
-		return 0, err
-	} else if vm != nil && vm.Status.StartFailure != nil {
-		uids = append(uids, string(vm.Status.StartFailure.LastFailedVMIUID))
+	if w.VM != nil && w.VM.Status.StartFailure != nil {
+		uids = append(uids, string(w.VM.Status.StartFailure.LastFailedVMIUID))
 	}
 	if len(uids) == 0 {
 		return 0, nil
 	}
-	pods := &corev1.PodList{}
-	if err := r.List(ctx, pods, client.InNamespace(cvm.Namespace), client.MatchingLabels{isov1.LabelCrawlerVM: cvm.Name}); err != nil {
-		return 0, fmt.Errorf("listing the launcher pods of %s: %w", cvm.Name, err)
-	}
+	pods := &corev1.PodList{Items: w.Launchers}
 	pod, node, reason, message, rejected := inventory.LauncherRejected(pods.Items, uids...)
 	if !rejected || node != cvm.Status.Placement.Node {
 		return 0, nil

@@ -1,14 +1,12 @@
 package controllers
 
 import (
-	"context"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/format"
@@ -22,8 +20,12 @@ import (
 // ends when it runs again, at the time its VMI reported Running. The Events and counts
 // happen once the status that records them is written. DowntimeWithinBudget says what the
 // outages of the last 30 days spent of the error budget.
-func (r *CrawlerVMReconciler) trackOutage(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter, node move.NodeState) {
-	vmi, _ := getOrNil(ctx, r.Client, client.ObjectKeyFromObject(cvm), &kubevirtv1.VirtualMachineInstance{})
+func (r *CrawlerVMReconciler) trackOutage(cvm *isov1.CrawlerVM, st *statusWriter) {
+	var vmi *kubevirtv1.VirtualMachineInstance
+	var node move.NodeState
+	if w := st.world; w != nil {
+		vmi, node = w.VMI, w.Node
+	}
 	was := st.readyAtStart
 	now := apimeta.FindStatusCondition(cvm.Status.Conditions, isov1.ConditionReady)
 	if now == nil {

@@ -19,6 +19,7 @@ import (
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/inventory"
 	"isochron.io/isochron/internal/move"
+	"isochron.io/isochron/internal/readiness"
 	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/slo"
 )
@@ -27,46 +28,66 @@ import (
 // +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=get;list;watch;update;patch;delete
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;create
 
+// world is what a reconcile reads of a crawler's world, once (readWorld): its VM and VMI,
+// its launcher pods and the node its VMI runs on, as the readiness chain judges them.
+type world struct {
+	readiness.Scope
+}
+
+// readWorld reads the crawler's VM, VMI, launcher pods and node from the cache.
+func (r *CrawlerVMReconciler) readWorld(ctx context.Context, cvm *isov1.CrawlerVM) (*world, error) {
+	w := &world{}
+	key := client.ObjectKey{Namespace: cvm.Namespace, Name: render.Name(cvm)}
+	var err error
+	if w.VM, err = getOrNil(ctx, r.Client, key, &kubevirtv1.VirtualMachine{}); err != nil {
+		return nil, fmt.Errorf("reading VM %s: %w", key.Name, err)
+	}
+	if w.VMI, err = getOrNil(ctx, r.Client, key, &kubevirtv1.VirtualMachineInstance{}); err != nil {
+		return nil, fmt.Errorf("reading VMI %s: %w", key.Name, err)
+	}
+	pods := &corev1.PodList{}
+	if err := r.List(ctx, pods, client.InNamespace(cvm.Namespace), client.MatchingLabels{isov1.LabelCrawlerVM: cvm.Name, kubevirtv1.AppLabel: "virt-launcher"}); err != nil {
+		return nil, fmt.Errorf("listing the virt-launcher pods of %s: %w", cvm.Name, err)
+	}
+	w.Launchers = pods.Items
+	if p := cvm.Status.Placement; p != nil {
+		w.PlacedOn = p.Node
+		if w.Node, err = r.nodeState(ctx, cvm, w.VMI); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
 // runVM makes the crawler's VirtualMachine match the reservation in status and reports
-// how its VMI runs (Ready). KubeVirt starts, restarts and live-updates the VMI; isochron
-// writes the VM (render.PlanVMWrite), restarts a VMI once when KubeVirt cannot apply a
-// changed input to it, and brings a bare VMI of an earlier release under its VM running
-// (adoptVMI); a move in progress takes its next step (carryOutMove). It returns the VMI
-// when it runs, else nil, and what became of its node (a crawler on a lost node is not
-// Ready, whatever KubeVirt reports of its VMI).
-func (r *CrawlerVMReconciler) runVM(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter, gatewayIP string) (*kubevirtv1.VirtualMachineInstance, move.NodeState, error) {
-	var none move.NodeState
+// how its VMI runs (Ready, judged by the readiness chain on w). KubeVirt starts, restarts
+// and live-updates the VMI; isochron writes the VM (render.PlanVMWrite), restarts a VMI
+// once when KubeVirt cannot apply a changed input to it, and brings a bare VMI of an
+// earlier release under its VM running (adoptVMI); a move in progress takes its next step
+// (carryOutMove). It returns the VMI when it runs, else nil (a crawler on a lost node does
+// not run, whatever KubeVirt reports of its VMI).
+func (r *CrawlerVMReconciler) runVM(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter, w *world, gatewayIP string) (*kubevirtv1.VirtualMachineInstance, error) {
 	held := cvm.Status.Placement
 	size, ok := inventory.Resident(cvm)
 	if !ok {
-		return nil, none, nil
+		return nil, nil
 	}
 	if err := render.NetworkAllowed(cvm, r.sharedNetworks); err != nil {
-		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonRTNetworkNotAllowed, err.Error())
-		return nil, none, nil
+		r.setReady(cvm, st, readiness.NetworkNotAllowed(err))
+		return nil, nil
 	}
 	binding, guestDSCP, err := r.rtBinding(ctx, cvm)
 	switch {
 	case apierrors.IsNotFound(err):
-		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonRTNetworkNotFound,
-			fmt.Sprintf("spec.rtNIC.networkName: NetworkAttachmentDefinition %s not found; create it or fix the name", render.NetworkKey(cvm)))
-		return nil, none, nil
+		r.setReady(cvm, st, readiness.NetworkNotFound(render.NetworkKey(cvm).String()))
+		return nil, nil
 	case apimeta.IsNoMatchError(err):
-		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonMultusNotInstalled,
-			fmt.Sprintf("spec.rtNIC needs Multus, and this cluster does not serve its NetworkAttachmentDefinition API (%s): install Multus, or remove spec.rtNIC; the crawler starts once the API is served", nadv1.SchemeGroupVersion))
-		return nil, none, nil
+		r.setReady(cvm, st, readiness.MultusNotInstalled(nadv1.SchemeGroupVersion.String()))
+		return nil, nil
 	case err != nil:
-		return nil, none, err
+		return nil, err
 	}
-	key := client.ObjectKey{Namespace: cvm.Namespace, Name: render.Name(cvm)}
-	vm, err := getOrNil(ctx, r.Client, key, &kubevirtv1.VirtualMachine{})
-	if err != nil {
-		return nil, none, fmt.Errorf("reading VM %s: %w", key.Name, err)
-	}
-	vmi, err := getOrNil(ctx, r.Client, key, &kubevirtv1.VirtualMachineInstance{})
-	if err != nil {
-		return nil, none, fmt.Errorf("reading VMI %s: %w", key.Name, err)
-	}
+	vm, vmi := w.VM, w.VMI
 	in := render.Input{CrawlerVM: cvm, Sizing: size.Sizing, Node: held.Node, RTBinding: binding,
 		GuestDSCP: guestDSCP, Agent: &render.Agent{Image: r.probes.Image, Gateways: slo.GatewayURLs(cvm, gatewayIP)}}
 	if vm != nil && vm.Spec.RunStrategy != nil {
@@ -74,15 +95,14 @@ func (r *CrawlerVMReconciler) runVM(ctx context.Context, cvm *isov1.CrawlerVM, s
 	}
 	desired, err := render.VM(in)
 	if err != nil {
-		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonInvalid, err.Error())
-		return nil, none, nil
+		r.setReady(cvm, st, readiness.Invalid(err.Error()))
+		return nil, nil
 	}
 	if vm != nil && !metav1.IsControlledBy(vm, cvm) {
-		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonInvalid,
-			fmt.Sprintf("a VirtualMachine named %s exists and is not owned by this CrawlerVM; delete or rename it", vm.Name))
-		return nil, none, nil
+		r.setReady(cvm, st, readiness.Invalid(fmt.Sprintf("a VirtualMachine named %s exists and is not owned by this CrawlerVM; delete or rename it", vm.Name)))
+		return nil, nil
 	}
-	cvm.Status.VMI = &isov1.VMIStatus{Name: key.Name}
+	cvm.Status.VMI = &isov1.VMIStatus{Name: desired.Name}
 	if vmi != nil {
 		cvm.Status.VMI.Phase = string(vmi.Status.Phase)
 	}
@@ -90,114 +110,87 @@ func (r *CrawlerVMReconciler) runVM(ctx context.Context, cvm *isov1.CrawlerVM, s
 	if vm == nil {
 		if vmi != nil {
 			// A VMI before its VM: a bare VMI of an earlier release, or another's.
-			if done, err := r.adoptVMI(ctx, cvm, vmi, in); done || err != nil {
-				return nil, none, err
+			if done, err := r.adoptVMI(ctx, cvm, st, vmi, in); done || err != nil {
+				return nil, err
 			}
 		}
 		if err := r.applyVM(ctx, desired); err != nil {
-			return nil, none, err
+			return nil, err
 		}
 		if vmi == nil {
 			r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.EventReasonVMICreated, "Created VM %s on node %s", desired.Name, held.Node)
-			setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonVMIPending, fmt.Sprintf("VM %s created, waiting for KubeVirt to start its VMI", desired.Name))
-			return nil, none, nil
+			r.setReady(cvm, st, readiness.Progress(isov1.ReasonVMIPending, fmt.Sprintf("VM %s created, waiting for KubeVirt to start its VMI", desired.Name)))
+			return nil, nil
 		}
 		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.EventReasonVMIAdopted, "VMI %s, created by an earlier release of isochron from the current spec, keeps running under its new VM", vmi.Name)
-		return nil, none, nil // the VM is read again when KubeVirt has adopted the VMI
+		return nil, nil // the VM is read again when KubeVirt has adopted the VMI
 	}
 
 	switch render.PlanVMWrite(vm, in) {
 	case render.WriteApply:
 		if err := r.applyVM(ctx, desired); err != nil {
-			return nil, none, err
+			return nil, err
 		}
 	case render.WriteAffinity:
 		patch, err := render.AffinityPatch(held.Node)
 		if err != nil {
-			return nil, none, err
+			return nil, err
 		}
 		if err := r.Patch(ctx, vm, client.RawPatch(types.MergePatchType, patch)); err != nil {
-			return nil, none, fmt.Errorf("pinning VM %s to node %s: %w", vm.Name, held.Node, err)
+			return nil, fmt.Errorf("pinning VM %s to node %s: %w", vm.Name, held.Node, err)
 		}
 	}
-	if vmi == nil || !metav1.IsControlledBy(vmi, vm) {
-		ok, reason, msg := vmReadiness(vm, nil)
-		r.setReady(cvm, ok, reason, msg)
-		return nil, none, r.carryOutMove(ctx, cvm, st, vm, nil)
+	scope := w.Scope
+	if vmi != nil && !metav1.IsControlledBy(vmi, vm) {
+		scope.VMI = nil // not its VM's (yet): KubeVirt adopts it, or starts the VM's own
 	}
-	if vmi.Status.VirtualMachineRevisionName == "" {
+	if scope.VMI != nil && vmi.Status.VirtualMachineRevisionName == "" {
 		// Adopted: give KubeVirt the start revision it keeps for the VMIs it starts.
 		if err := r.recordStartRevision(ctx, vm, vmi); err != nil {
-			return nil, none, err
+			return nil, err
 		}
 	}
-	if restartForInputs(vm, vmi) {
+	if scope.VMI != nil && restartForInputs(vm, vmi) {
 		// A changed input KubeVirt cannot apply to the running VMI: it starts the new one
 		// (runStrategy Always) once this one is gone.
 		if err := r.Delete(ctx, vmi, client.Preconditions{UID: &vmi.UID}); client.IgnoreNotFound(err) != nil {
-			return nil, none, fmt.Errorf("restarting VMI %s: %w", vmi.Name, err)
+			return nil, fmt.Errorf("restarting VMI %s: %w", vmi.Name, err)
 		}
 		why := fmt.Sprintf("spec generation %d changed what the VM is made from (spec, size or RT binding), which KubeVirt cannot apply to a running VMI", cvm.Generation)
 		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.ReasonVMIReplacing, "Restarting VMI %s: %s", vmi.Name, why)
-		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonVMIReplacing, fmt.Sprintf("%s; VMI %s restarts", why, vmi.Name))
-		return nil, none, nil
+		r.setReady(cvm, st, readiness.Progress(isov1.ReasonVMIReplacing, fmt.Sprintf("%s; VMI %s restarts", why, vmi.Name)))
+		return nil, nil
 	}
-	ok, reason, msg := vmReadiness(vm, vmi)
-	if !ok && reason == isov1.ReasonVMIPending {
-		if reason2, msg2, err := r.launcherUnschedulable(ctx, cvm, vmi); err != nil {
-			return nil, none, err
-		} else if reason2 != "" {
-			reason, msg = reason2, msg2
-		}
+	v := readiness.Judge(scope)
+	r.setReady(cvm, st, v)
+	if err := r.carryOutMove(ctx, cvm, st, vm, scope.VMI); err != nil {
+		return nil, err
 	}
-	node, err := r.nodeState(ctx, cvm, vmi)
-	if err != nil {
-		return nil, none, err
+	if !v.OK {
+		return nil, nil
 	}
-	if node.Lost {
-		ok, reason, msg = false, isov1.ReasonNodeLost, lostMessage(node)
-	}
-	r.setReady(cvm, ok, reason, msg)
-	if err := r.carryOutMove(ctx, cvm, st, vm, vmi); err != nil {
-		return nil, node, err
-	}
-	if !ok {
-		return nil, node, nil
-	}
-	return vmi, node, nil
+	return vmi, nil
 }
 
-// setReady sets the Ready condition and records an Event when it turns to a reason worth
+// setReady makes verdict v the Ready condition, keeps whether it is stuck for the
+// kstatus conditions (setProgress), and records an Event when it turns to a reason worth
 // one: the VMI runs, or it stopped running for a reason KubeVirt does not fix by itself.
-func (r *CrawlerVMReconciler) setReady(cvm *isov1.CrawlerVM, ok bool, reason, msg string) {
+func (r *CrawlerVMReconciler) setReady(cvm *isov1.CrawlerVM, st *statusWriter, v readiness.Verdict) {
 	prev := apimeta.FindStatusCondition(cvm.Status.Conditions, isov1.ConditionReady)
-	changed := prev == nil || prev.Reason != reason || (prev.Status == metav1.ConditionTrue) != ok
-	setCondition(cvm, isov1.ConditionReady, ok, reason, msg)
+	changed := prev == nil || prev.Reason != v.Reason || (prev.Status == metav1.ConditionTrue) != v.OK
+	setCondition(cvm, isov1.ConditionReady, v.OK, v.Reason, v.Message)
+	st.readyStuck = &v.Stuck
+	// An outage begins or ends with Ready, in the same status write.
+	r.trackOutage(cvm, st)
 	if !changed {
 		return
 	}
-	switch reason {
-	case isov1.ReasonVMIRunning:
-		r.Recorder.Event(cvm, corev1.EventTypeNormal, reason, msg)
-	case isov1.ReasonVMCrashLoop, isov1.ReasonLauncherUnschedulable, isov1.ReasonVMIFailed, isov1.ReasonNodeLost:
-		r.Recorder.Event(cvm, corev1.EventTypeWarning, reason, msg)
+	switch {
+	case v.OK:
+		r.Recorder.Event(cvm, corev1.EventTypeNormal, v.Reason, v.Message)
+	case v.Stuck || v.Reason == isov1.ReasonVMIFailed:
+		r.Recorder.Event(cvm, corev1.EventTypeWarning, v.Reason, v.Message)
 	}
-}
-
-// launcherUnschedulable finds a virt-launcher pod of the VMI that kube-scheduler refuses
-// the node (Insufficient cpu: something outside isochron took what the reservation
-// counted on), and says so; "" when there is none.
-func (r *CrawlerVMReconciler) launcherUnschedulable(ctx context.Context, cvm *isov1.CrawlerVM, vmi *kubevirtv1.VirtualMachineInstance) (string, string, error) {
-	pods := &corev1.PodList{}
-	if err := r.List(ctx, pods, client.InNamespace(vmi.Namespace), client.MatchingLabels{kubevirtv1.CreatedByLabel: string(vmi.UID)}); err != nil {
-		return "", "", fmt.Errorf("listing the virt-launcher pods of VMI %s: %w", vmi.Name, err)
-	}
-	pod, why, stuck := inventory.LauncherUnschedulable(pods.Items)
-	if !stuck {
-		return "", "", nil
-	}
-	return isov1.ReasonLauncherUnschedulable, fmt.Sprintf("virt-launcher pod %s of VMI %s cannot be scheduled on node %s: %s; something outside isochron holds what the crawler's reservation counted on: free it, or change spec.placement to place the crawler elsewhere",
-		pod, vmi.Name, cvm.Status.Placement.Node, why), nil
 }
 
 // applyVM writes the VM isochron renders with server-side apply, as its one field owner:
@@ -220,16 +213,15 @@ func (r *CrawlerVMReconciler) applyVM(ctx context.Context, vm *kubevirtv1.Virtua
 // a controller: controller_ref_manager.go ClaimObject), running, when it was made from the
 // current inputs (render.Compare); it is restarted when not. It returns true when the
 // VM is not to be created yet.
-func (r *CrawlerVMReconciler) adoptVMI(ctx context.Context, cvm *isov1.CrawlerVM, vmi *kubevirtv1.VirtualMachineInstance, in render.Input) (bool, error) {
+func (r *CrawlerVMReconciler) adoptVMI(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter, vmi *kubevirtv1.VirtualMachineInstance, in render.Input) (bool, error) {
 	owner := metav1.GetControllerOf(vmi)
 	ours := hasOwner(vmi, cvm.UID)
 	switch {
 	case !ours:
-		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonInvalid,
-			fmt.Sprintf("a VMI named %s exists and is not owned by this CrawlerVM; delete or rename it", vmi.Name))
+		r.setReady(cvm, st, readiness.Invalid(fmt.Sprintf("a VMI named %s exists and is not owned by this CrawlerVM; delete or rename it", vmi.Name)))
 		return true, nil
 	case !vmi.DeletionTimestamp.IsZero():
-		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonVMIReplacing, fmt.Sprintf("waiting for VMI %s to be deleted before starting the crawler's VM", vmi.Name))
+		r.setReady(cvm, st, readiness.Progress(isov1.ReasonVMIReplacing, fmt.Sprintf("waiting for VMI %s to be deleted before starting the crawler's VM", vmi.Name)))
 		return true, nil
 	}
 	if owner != nil && render.Compare(vmi, in) == render.Outdated {
@@ -238,7 +230,7 @@ func (r *CrawlerVMReconciler) adoptVMI(ctx context.Context, cvm *isov1.CrawlerVM
 		}
 		why := fmt.Sprintf("spec generation %d changed what it is made from (spec, size, node or RT binding)", cvm.Generation)
 		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.ReasonVMIReplacing, "Replacing VMI %s, created by an earlier release of isochron: %s", vmi.Name, why)
-		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonVMIReplacing, fmt.Sprintf("%s; VMI %s is replaced by the crawler's VM", why, vmi.Name))
+		r.setReady(cvm, st, readiness.Progress(isov1.ReasonVMIReplacing, fmt.Sprintf("%s; VMI %s is replaced by the crawler's VM", why, vmi.Name)))
 		return true, nil
 	}
 	if owner == nil {
@@ -334,14 +326,6 @@ func (r *CrawlerVMReconciler) nodeState(ctx context.Context, cvm *isov1.CrawlerV
 		return move.NodeState{}, fmt.Errorf("reading node %s: %w", name, err)
 	}
 	return move.Node(node, name, vmi, r.clock.Now(), r.nodeLostGrace), nil
-}
-
-// lostMessage is the Ready condition's message for a crawler on a lost node.
-func lostMessage(n move.NodeState) string {
-	if n.Fenced {
-		return n.Why + ": isochron starts the crawler on another node"
-	}
-	return n.Why + ": the crawler is presumed down. isochron starts it on another node once the node is fenced (taint it node.kubernetes.io/out-of-service=nodeshutdown:NoExecute, or delete the Node, once it is known to be off; Node Health Check with a fence agent does it in seconds; docs/availability.md), never before: two copies of a crawler must never run at once"
 }
 
 // getOrNil reads obj by key from the cache, nil when there is none.

@@ -1,0 +1,194 @@
+// Package readiness decides a crawler's Ready condition from what one reconcile read of
+// its world (its VM, VMI, launcher pods and node): a chain of checks, each of which, when
+// it applies, gives the condition's reason and message and whether the crawler is stuck
+// (it cannot become Ready without a change: kstatus' Stalled), in the style of
+// cert-manager's policy chains. Whether a reason is stuck is decided here, where the reason
+// is set, never from a second list. It is pure: no client, no clock.
+package readiness
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/inventory"
+	"isochron.io/isochron/internal/move"
+)
+
+// Verdict is the Ready condition, and whether the crawler is stuck.
+type Verdict struct {
+	OK              bool
+	Reason, Message string
+	// Stuck says the crawler cannot become Ready without a change by someone: kstatus'
+	// Stalled. A crawler that is not Ready and not stuck is progressing (Reconciling).
+	Stuck bool
+}
+
+// Scope is what a reconcile read of the crawler's world, once.
+type Scope struct {
+	// VM is the crawler's VirtualMachine; VMI its VMI, nil for none (or one that is not
+	// its VM's yet).
+	VM  *kubevirtv1.VirtualMachine
+	VMI *kubevirtv1.VirtualMachineInstance
+	// Launchers are the crawler's virt-launcher pods (of its VMI, and of VMIs before it).
+	Launchers []corev1.Pod
+	// Node is what became of the node the VMI runs on (move.Node).
+	Node move.NodeState
+	// PlacedOn is the node the crawler is placed on.
+	PlacedOn string
+}
+
+// Check is one step of the chain: its verdict, when it applies to s.
+type Check func(s Scope) (Verdict, bool)
+
+// Chain is the order the checks are asked in: the first that applies decides.
+var Chain = []Check{NodeLost, Phase, CrashLoop, Stopped, Deleting, Waiting}
+
+// Judge is the verdict of the first check of Chain that applies.
+func Judge(s Scope) Verdict {
+	for _, c := range Chain {
+		if v, ok := c(s); ok {
+			return v
+		}
+	}
+	return Verdict{Reason: isov1.ReasonVMIPending, Message: "waiting for KubeVirt"}
+}
+
+// NodeLost: the VMI's node has not been ready for the grace; the crawler is presumed down
+// whatever KubeVirt reports of its VMI, and stays so until someone fences the node (stuck).
+func NodeLost(s Scope) (Verdict, bool) {
+	n := s.Node
+	if !n.Lost {
+		return Verdict{}, false
+	}
+	if n.Fenced {
+		return Verdict{Reason: isov1.ReasonNodeLost, Message: n.Why + ": isochron starts the crawler on another node"}, true
+	}
+	return Verdict{Reason: isov1.ReasonNodeLost, Stuck: true, Message: n.Why + ": the crawler is presumed down. isochron starts it on another node once the node is fenced (taint it node.kubernetes.io/out-of-service=nodeshutdown:NoExecute, or delete the Node, once it is known to be off; Node Health Check with a fence agent does it in seconds; docs/availability.md), never before: two copies of a crawler must never run at once"}, true
+}
+
+// Deleting: the VMI is being deleted; KubeVirt starts the next one (runStrategy Always).
+func Deleting(s Scope) (Verdict, bool) {
+	if s.VMI == nil || s.VMI.DeletionTimestamp.IsZero() {
+		return Verdict{}, false
+	}
+	return Verdict{Reason: isov1.ReasonVMIFailed, Message: fmt.Sprintf("VMI %s is being deleted; KubeVirt starts a new one (runStrategy Always)", s.VMI.Name)}, true
+}
+
+// Phase: what KubeVirt reports of a VMI that is not being deleted: Running is Ready; a
+// failed or stopped one is restarted by KubeVirt; one on its way is pending, unless
+// kube-scheduler refuses its launcher (Unschedulable).
+func Phase(s Scope) (Verdict, bool) {
+	vmi := s.VMI
+	if vmi == nil || !vmi.DeletionTimestamp.IsZero() {
+		return Verdict{}, false
+	}
+	switch vmi.Status.Phase {
+	case kubevirtv1.Running:
+		return Verdict{OK: true, Reason: isov1.ReasonVMIRunning, Message: fmt.Sprintf("VMI %s runs on node %s", vmi.Name, vmi.Status.NodeName)}, true
+	case kubevirtv1.Failed, kubevirtv1.Succeeded:
+		return Verdict{Reason: isov1.ReasonVMIFailed, Message: fmt.Sprintf("VMI %s %s; KubeVirt starts a new one (runStrategy Always)", vmi.Name, strings.ToLower(string(vmi.Status.Phase)))}, true
+	}
+	if v, ok := Unschedulable(s); ok {
+		return v, true
+	}
+	if vmi.Status.Phase == "" {
+		return Verdict{Reason: isov1.ReasonVMIPending, Message: fmt.Sprintf("VMI %s created, waiting for KubeVirt to schedule it", vmi.Name)}, true
+	}
+	return Verdict{Reason: isov1.ReasonVMIPending, Message: fmt.Sprintf("VMI %s is %s", vmi.Name, vmi.Status.Phase)}, true
+}
+
+// CrashLoop: the VM's VMIs keep failing before they run, and KubeVirt waits out its
+// backoff before the next start. Stuck: the next start fails the same way unless
+// something changes (isochron moves the crawler when its node is the cause).
+func CrashLoop(s Scope) (Verdict, bool) {
+	f := s.VM.Status.StartFailure
+	if f == nil || f.ConsecutiveFailCount <= 0 || strategy(s.VM) != kubevirtv1.RunStrategyAlways {
+		return Verdict{}, false
+	}
+	next := "soon"
+	if f.RetryAfterTimestamp != nil {
+		next = "at " + f.RetryAfterTimestamp.UTC().Format(time.RFC3339)
+	}
+	return Verdict{Reason: isov1.ReasonVMCrashLoop, Stuck: true, Message: fmt.Sprintf("the VMIs of VM %s failed %d times in a row before running (last: VMI %s); KubeVirt starts the next %s (its crash-loop backoff); kubectl get events --field-selector involvedObject.name=%s says why",
+		s.VM.Name, f.ConsecutiveFailCount, f.LastFailedVMIUID, next, s.VM.Name)}, true
+}
+
+// Stopped: a person stopped the VM (virtctl stop); only virtctl start runs it again.
+func Stopped(s Scope) (Verdict, bool) {
+	if strategy(s.VM) != kubevirtv1.RunStrategyHalted {
+		return Verdict{}, false
+	}
+	return Verdict{Reason: isov1.ReasonVMStopped, Stuck: true, Message: fmt.Sprintf("VM %s is stopped (runStrategy Halted, as virtctl stop sets it); virtctl start %s runs it again", s.VM.Name, s.VM.Name)}, true
+}
+
+// Unschedulable: kube-scheduler refuses the VMI's virt-launcher pod the crawler's node:
+// something outside isochron took what the reservation counted on (stuck until freed).
+func Unschedulable(s Scope) (Verdict, bool) {
+	if s.VMI == nil {
+		return Verdict{}, false
+	}
+	var mine []corev1.Pod
+	for _, p := range s.Launchers {
+		if p.Labels[kubevirtv1.CreatedByLabel] == string(s.VMI.UID) {
+			mine = append(mine, p)
+		}
+	}
+	pod, why, stuck := inventory.LauncherUnschedulable(mine)
+	if !stuck {
+		return Verdict{}, false
+	}
+	return Verdict{Reason: isov1.ReasonLauncherUnschedulable, Stuck: true, Message: fmt.Sprintf("virt-launcher pod %s of VMI %s cannot be scheduled on node %s: %s; something outside isochron holds what the crawler's reservation counted on: free it, or change spec.placement to place the crawler elsewhere",
+		pod, s.VMI.Name, s.PlacedOn, why)}, true
+}
+
+// Waiting: the VM exists, its VMI does not yet.
+func Waiting(s Scope) (Verdict, bool) {
+	return Verdict{Reason: isov1.ReasonVMIPending, Message: fmt.Sprintf("VM %s exists, waiting for KubeVirt to start its VMI", s.VM.Name)}, true
+}
+
+func strategy(vm *kubevirtv1.VirtualMachine) kubevirtv1.VirtualMachineRunStrategy {
+	s, _ := vm.RunStrategy()
+	return s
+}
+
+// The verdicts of what keeps isochron from writing the VM at all.
+
+// NetworkNotAllowed: spec.rtNIC.networkName names another namespace's network that no
+// administrator shares (stuck: the spec or the sharing must change).
+func NetworkNotAllowed(err error) Verdict {
+	return Verdict{Reason: isov1.ReasonRTNetworkNotAllowed, Stuck: true, Message: err.Error()}
+}
+
+// NetworkNotFound: the RT network does not exist (stuck until someone creates it).
+func NetworkNotFound(key string) Verdict {
+	return Verdict{Reason: isov1.ReasonRTNetworkNotFound, Stuck: true, Message: fmt.Sprintf("spec.rtNIC.networkName: NetworkAttachmentDefinition %s not found; create it or fix the name", key)}
+}
+
+// MultusNotInstalled: the cluster does not serve Multus' API yet. Not stuck: the operator
+// looks for it and starts the crawler once it is served.
+func MultusNotInstalled(api string) Verdict {
+	return Verdict{Reason: isov1.ReasonMultusNotInstalled, Message: fmt.Sprintf("spec.rtNIC needs Multus, and this cluster does not serve its NetworkAttachmentDefinition API (%s): install Multus, or remove spec.rtNIC; the crawler starts once the API is served", api)}
+}
+
+// Invalid: the VM cannot be rendered from the spec, or an object of its name is someone
+// else's (stuck until the spec or the object changes).
+func Invalid(message string) Verdict {
+	return Verdict{Reason: isov1.ReasonInvalid, Stuck: true, Message: message}
+}
+
+// Progress is a step isochron takes towards Ready (not stuck): a VM created, a VMI
+// restarting or being replaced.
+func Progress(reason, message string) Verdict {
+	return Verdict{Reason: reason, Message: message}
+}
+
+// NotPlaced: no node holds the crawler yet (the Placed condition says why, and is what is
+// stuck).
+func NotPlaced(why string) Verdict {
+	return Verdict{Reason: isov1.ReasonNotPlaced, Message: "waiting for a node: " + why}
+}

@@ -1,0 +1,108 @@
+package readiness
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/move"
+)
+
+func vm(opts ...func(*kubevirtv1.VirtualMachine)) *kubevirtv1.VirtualMachine {
+	v := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "tower-a"}}
+	v.Spec.RunStrategy = ptr.To(kubevirtv1.RunStrategyAlways)
+	for _, o := range opts {
+		o(v)
+	}
+	return v
+}
+
+func vmi(phase kubevirtv1.VirtualMachineInstancePhase, opts ...func(*kubevirtv1.VirtualMachineInstance)) *kubevirtv1.VirtualMachineInstance {
+	v := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: "tower-a", UID: "vmi-1"}}
+	v.Status.Phase, v.Status.NodeName = phase, "rt-1"
+	for _, o := range opts {
+		o(v)
+	}
+	return v
+}
+
+func crashLooping(v *kubevirtv1.VirtualMachine) {
+	v.Status.StartFailure = &kubevirtv1.VirtualMachineStartFailure{ConsecutiveFailCount: 2, LastFailedVMIUID: "vmi-0",
+		RetryAfterTimestamp: &metav1.Time{Time: time.Date(2026, 11, 25, 12, 0, 40, 0, time.UTC)}}
+}
+
+func halted(v *kubevirtv1.VirtualMachine) { v.Spec.RunStrategy = ptr.To(kubevirtv1.RunStrategyHalted) }
+
+func deleting(v *kubevirtv1.VirtualMachineInstance) {
+	v.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+}
+
+func unschedulablePod(vmiUID string) corev1.Pod {
+	return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "virt-launcher-tower-a-x", Labels: map[string]string{kubevirtv1.CreatedByLabel: vmiUID}},
+		Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
+			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/1 nodes are available: 1 Insufficient cpu."}}}}
+}
+
+// Each check of the chain, and whether it leaves the crawler stuck (kstatus' Stalled).
+func TestJudge(t *testing.T) {
+	cases := map[string]struct {
+		s      Scope
+		reason string
+		ok     bool
+		stuck  bool
+		msg    string // a part of the message
+	}{
+		"running":                                 {s: Scope{VM: vm(), VMI: vmi(kubevirtv1.Running)}, reason: isov1.ReasonVMIRunning, ok: true},
+		"scheduling":                              {s: Scope{VM: vm(), VMI: vmi(kubevirtv1.Scheduling)}, reason: isov1.ReasonVMIPending, msg: "is Scheduling"},
+		"created, not scheduled yet":              {s: Scope{VM: vm(), VMI: vmi("")}, reason: isov1.ReasonVMIPending},
+		"failed: KubeVirt restarts it":            {s: Scope{VM: vm(), VMI: vmi(kubevirtv1.Failed)}, reason: isov1.ReasonVMIFailed, msg: "KubeVirt starts a new one"},
+		"a guest that shut down: restarted too":   {s: Scope{VM: vm(), VMI: vmi(kubevirtv1.Succeeded)}, reason: isov1.ReasonVMIFailed},
+		"being deleted":                           {s: Scope{VM: vm(), VMI: vmi(kubevirtv1.Running, deleting)}, reason: isov1.ReasonVMIFailed, msg: "being deleted"},
+		"no VMI yet":                              {s: Scope{VM: vm()}, reason: isov1.ReasonVMIPending, msg: "waiting for KubeVirt to start its VMI"},
+		"crash loop: stuck":                       {s: Scope{VM: vm(crashLooping)}, reason: isov1.ReasonVMCrashLoop, stuck: true, msg: "at 2026-11-25T12:00:40Z"},
+		"crash loop, its last VMI being deleted":  {s: Scope{VM: vm(crashLooping), VMI: vmi(kubevirtv1.Failed, deleting)}, reason: isov1.ReasonVMCrashLoop, stuck: true},
+		"a new VMI of a crash loop is pending":    {s: Scope{VM: vm(crashLooping), VMI: vmi(kubevirtv1.Scheduling)}, reason: isov1.ReasonVMIPending},
+		"stopped by a person: stuck":              {s: Scope{VM: vm(halted)}, reason: isov1.ReasonVMStopped, stuck: true, msg: "virtctl start tower-a"},
+		"stopping":                                {s: Scope{VM: vm(halted), VMI: vmi(kubevirtv1.Running, deleting)}, reason: isov1.ReasonVMStopped, stuck: true},
+		"its launcher cannot be scheduled: stuck": {s: Scope{VM: vm(), VMI: vmi(kubevirtv1.Scheduling), Launchers: []corev1.Pod{unschedulablePod("vmi-1")}, PlacedOn: "rt-1"}, reason: isov1.ReasonLauncherUnschedulable, stuck: true, msg: "Insufficient cpu"},
+		"an old VMI's launcher is not this one's": {s: Scope{VM: vm(), VMI: vmi(kubevirtv1.Scheduling), Launchers: []corev1.Pod{unschedulablePod("vmi-0")}}, reason: isov1.ReasonVMIPending},
+		"node lost: stuck until fenced": {s: Scope{VM: vm(), VMI: vmi(kubevirtv1.Running), Node: move.NodeState{Lost: true, Why: "node rt-1 has not been ready"}},
+			reason: isov1.ReasonNodeLost, stuck: true, msg: "presumed down"},
+		"node lost and fenced: progressing": {s: Scope{VM: vm(), VMI: vmi(kubevirtv1.Running), Node: move.NodeState{Lost: true, Fenced: true, Why: "node rt-1 was deleted"}},
+			reason: isov1.ReasonNodeLost, msg: "starts the crawler on another node"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			v := Judge(tc.s)
+			if v.Reason != tc.reason || v.OK != tc.ok || v.Stuck != tc.stuck || !strings.Contains(v.Message, tc.msg) {
+				t.Errorf("Judge = %+v; want reason %s, ok %v, stuck %v, a message with %q", v, tc.reason, tc.ok, tc.stuck, tc.msg)
+			}
+		})
+	}
+}
+
+// The verdicts that keep isochron from writing the VM say whether a person must act.
+func TestPreconditions(t *testing.T) {
+	for name, tc := range map[string]struct {
+		v     Verdict
+		stuck bool
+	}{
+		"a network of another namespace": {NetworkNotAllowed(errors.New("spec.rtNIC.networkName: not shared")), true},
+		"a network that does not exist":  {NetworkNotFound("bms/rt-net"), true},
+		"Multus not installed yet":       {MultusNotInstalled("k8s.cni.cncf.io/v1"), false},
+		"an invalid rendering":           {Invalid("user data too long"), true},
+		"a restart under way":            {Progress(isov1.ReasonVMIReplacing, "restarting"), false},
+		"no node yet":                    {NotPlaced("0/3 nodes fit"), false},
+	} {
+		if tc.v.Stuck != tc.stuck || tc.v.OK {
+			t.Errorf("%s: %+v, want stuck %v", name, tc.v, tc.stuck)
+		}
+	}
+}
