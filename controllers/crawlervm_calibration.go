@@ -36,7 +36,7 @@ func (r *CrawlerVMReconciler) calibrate(ctx context.Context, cvm *isov1.CrawlerV
 		return nil
 	}
 	node := cvm.Status.Placement.Node
-	inv, err := r.gather(ctx)
+	inv, err := r.placer.gather(ctx)
 	if err != nil {
 		return err
 	}

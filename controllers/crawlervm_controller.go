@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,7 +18,6 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
-	"isochron.io/isochron/internal/inventory"
 	"isochron.io/isochron/internal/ledger"
 	"isochron.io/isochron/internal/move"
 	"isochron.io/isochron/internal/slo"
@@ -59,19 +57,8 @@ type CrawlerVMReconciler struct {
 	sharedNetworks []string
 
 	metrics *metrics
-	// ledger holds every crawler's reservation; decisions read it, not the API server,
-	// and assume their own into it the moment they are made (ledger.Ledger).
-	ledger *ledger.Ledger
-	// decide serialises placement decisions: each one reads the ledger, with every
-	// decision before it, and assumes its own before the next one starts. Persisting
-	// happens after, outside the lock.
-	decide sync.Mutex
-	// pending are the crawlers waiting for the next batch of decisions.
-	pending pendingQueue
-	// kept is the planner kept across batches (plannerFor); guarded by decide.
-	kept *plannedLedger
-	// nodes keeps gatherNodes' inventory while nothing it reads changes.
-	nodes nodesMemo
+	// placer decides where crawlers go and holds their reservations.
+	placer *placer
 }
 
 // Option sets up a CrawlerVMReconciler (Kueue's style: WithClock and the like).
@@ -136,7 +123,6 @@ func NewCrawlerVMReconciler(mgr ctrl.Manager, opts ...Option) *CrawlerVMReconcil
 		clock:           clock.RealClock{},
 		apiPollInterval: DefaultAPIPollInterval,
 		registry:        ctrlmetrics.Registry,
-		ledger:          ledger.New(),
 
 		minMoveInterval: slo.DefaultMinMoveInterval,
 		refutedMemory:   move.DefaultRefutedMemory,
@@ -145,6 +131,8 @@ func NewCrawlerVMReconciler(mgr ctrl.Manager, opts ...Option) *CrawlerVMReconcil
 	for _, o := range opts {
 		o(r)
 	}
+	r.placer = &placer{cache: r.Client, api: r.APIReader, clock: r.clock, vfio: r.vfio, ledger: ledger.New(),
+		batchSize: func(float64) {}, decisionTime: func(float64) {}}
 	return r
 }
 
@@ -165,12 +153,11 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := r.Get(ctx, req.NamespacedName, cvm); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.metrics.forget(req.Namespace, req.Name)
-			r.ledger.Remove(req.Namespace + "/" + req.Name)
-			r.ledger.Remove(inventory.LeavingKey(req.Namespace + "/" + req.Name))
+			r.placer.Forget(req.Namespace + "/" + req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	r.observe(cvm)
+	r.placer.Observe(cvm)
 	if !cvm.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // owner references let the garbage collector remove the VMI
 	}

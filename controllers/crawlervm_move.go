@@ -40,53 +40,32 @@ const blockedRetry = 30 * time.Second
 // returns the decision: not placed when no node fits (its Reason says why). decided, when
 // set, completes the status with the decision before it is persisted.
 func (r *CrawlerVMReconciler) startMove(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter, reason isov1.MoveReason, avoid []placement.Avoid, why string, decided func(placement.Decision)) (placement.Decision, error) {
-	r.decide.Lock()
-	defer r.decide.Unlock()
-	if err := r.buildLedger(ctx); err != nil {
-		return placement.Decision{}, err
-	}
-	key := cvm.Namespace + "/" + cvm.Name
-	if r.ledger.Assumed(key) {
-		// The cache's copy predates a decision for it: the cache's update brings it back.
-		return placement.Decision{Reason: "a decision for it is on its way"}, nil
-	}
-	inv, err := r.gather(ctx)
-	if err != nil {
-		return placement.Decision{}, err
+	held, ok := inventory.Resident(cvm)
+	if !ok {
+		return placement.Decision{}, nil
 	}
 	draining, err := r.drainingNodes(ctx)
 	if err != nil {
 		return placement.Decision{}, err
 	}
-	held, ok := inventory.Resident(cvm)
-	if !ok {
-		return placement.Decision{}, nil
-	}
 	req := inventory.Request(cvm, r.vfio(ctx, cvm))
 	req.Avoid = append(avoid, draining...)
 	req.Size = &held.Sizing
-	d := placement.NewPlanner(inv.nodes, inv.residents).Place(req)
-	if !d.Placed() {
-		return d, nil
-	}
 	from := held.Node
-	cvm.Status.Move = &isov1.Move{Reason: reason, Mode: isov1.MoveLive, From: from, To: d.Node,
-		StartTime: metav1.NewTime(r.clock.Now().UTC().Truncate(time.Second)),
-		Message:   format.Truncate(fmt.Sprintf("%s; node %s is predicted to hold it within every crawler's budget (%s, %s)", why, d.Node, format.Duration(d.Predicted), d.Cause), maxRemediationMessage)}
-	hold(cvm, d)
-	setCondition(cvm, isov1.ConditionMoving, true, isov1.ReasonMigrating, fmt.Sprintf("moving from node %s to node %s: %s", from, d.Node, cvm.Status.Move.Message))
-	if decided != nil {
-		decided(d)
+	apply := func(d placement.Decision) {
+		cvm.Status.Move = &isov1.Move{Reason: reason, Mode: isov1.MoveLive, From: from, To: d.Node,
+			StartTime: metav1.NewTime(r.clock.Now().UTC().Truncate(time.Second)),
+			Message:   format.Truncate(fmt.Sprintf("%s; node %s is predicted to hold it within every crawler's budget (%s, %s)", why, d.Node, format.Duration(d.Predicted), d.Cause), maxRemediationMessage)}
+		hold(cvm, d)
+		setCondition(cvm, isov1.ConditionMoving, true, isov1.ReasonMigrating, fmt.Sprintf("moving from node %s to node %s: %s", from, d.Node, cvm.Status.Move.Message))
+		if decided != nil {
+			decided(d)
+		}
+		st.event(cvm, corev1.EventTypeNormal, isov1.EventReasonMoving, fmt.Sprintf("Moving from node %s to node %s: %s", from, d.Node, cvm.Status.Move.Message))
 	}
-	undo := r.ledger.AssumeAll(inventory.Residents(cvm), nil)
-	st.event(cvm, corev1.EventTypeNormal, isov1.EventReasonMoving, fmt.Sprintf("Moving from node %s to node %s: %s", from, d.Node, cvm.Status.Move.Message))
 	// Persisted with an optimistic lock: a stale copy fails, is forgotten, and decides
 	// again (never two moves for one cause: the move is recorded with the reservation).
-	if err := st.persist(ctx, cvm); err != nil {
-		undo()
-		return placement.Decision{}, err
-	}
-	return d, nil
+	return r.placer.Move(ctx, cvm, req, apply, func() error { return st.persist(ctx, cvm) })
 }
 
 // drainingNodes are the nodes being drained, as the evictions of crawlers' launcher pods
@@ -256,7 +235,6 @@ func (r *CrawlerVMReconciler) endMove(ctx context.Context, cvm *isov1.CrawlerVM,
 	rec := &isov1.MoveRecord{Reason: m.Reason, Mode: m.Mode, From: m.From, To: m.To, Migration: m.Migration, Result: result,
 		StartTime: m.StartTime, EndTime: metav1.NewTime(now)}
 	took := now.Sub(m.StartTime.Time)
-	key := cvm.Namespace + "/" + cvm.Name
 	stays := m.To
 	if result == isov1.MoveSucceeded {
 		how := "restarted there"
@@ -285,17 +263,7 @@ func (r *CrawlerVMReconciler) endMove(ctx context.Context, cvm *isov1.CrawlerVM,
 	cvm.Status.Move = nil
 	cvm.Status.Placement.Node = stays
 	st.after(func() { r.metrics.moves.WithLabelValues(string(rec.Reason), string(rec.Mode), string(result)).Inc() })
-	r.decide.Lock()
-	defer r.decide.Unlock()
-	undo := r.ledger.AssumeAll(inventory.Residents(cvm), []string{inventory.LeavingKey(key)})
-	if inv, err := r.gatherNode(ctx, stays); err == nil && inv.hasNode(stays) {
-		r.refreshPrediction(cvm, inv)
-	}
-	if err := st.persist(ctx, cvm); err != nil {
-		undo()
-		return err
-	}
-	return nil
+	return r.placer.Settle(ctx, cvm, func(inv *clusterInventory) { r.refreshPrediction(cvm, inv) }, func() error { return st.persist(ctx, cvm) })
 }
 
 // restartRequired says whether KubeVirt reports that the VM needs a restart to apply its

@@ -27,14 +27,15 @@ import (
 // reservation (and the VMI running with it) is kept, so nothing running is lost and no
 // node is counted short.
 //
-// The decision is made under r.decide on the ledger and assumed into it at once; it is
-// persisted after the lock is released, with an optimistic lock, and forgotten from the
-// ledger when that fails (a stale copy, a conflicting write), to be decided again.
+// The placer decides, under its lock, on its ledger and assumes the decision into it at
+// once; it is persisted after the lock is released, with an optimistic lock, and
+// forgotten from the ledger when that fails (a stale copy, a conflicting write), to be
+// decided again.
 func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter) (bool, error) {
 	// A spec change waits for a move in progress to end: the move keeps the VM's size,
 	// and a second decision would pull the crawler away from a migration under way.
 	if (r.isPlaced(cvm) && !vfioChanged(cvm, r.vfio(ctx, cvm))) || (cvm.Status.Move != nil && cvm.Status.Placement != nil) {
-		inv, err := r.gatherNode(ctx, cvm.Status.Placement.Node)
+		inv, err := r.placer.gatherNode(ctx, cvm.Status.Placement.Node)
 		if err != nil {
 			return true, err
 		}
@@ -47,7 +48,7 @@ func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, s
 		}
 	}
 	before := reservationOf(cvm)
-	done, undo, err := r.decidePlacement(ctx, cvm)
+	done, undo, err := r.placer.Decide(ctx, cvm, func(d placement.Decision) bool { return r.recordDecision(cvm, d) })
 	if err != nil || undo == nil {
 		return true, err
 	}
@@ -65,11 +66,11 @@ func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, s
 	return done, nil
 }
 
-// recordDecision makes decision d the crawler's status (applyDecision), tells it in an
-// Event and the metrics, and assumes a reservation it holds into the ledger, which the
-// kept planner has committed. It returns whether
-// the reconcile is done (nothing held) and the undo that forgets the assumption.
-func (r *CrawlerVMReconciler) recordDecision(cvm *isov1.CrawlerVM, d placement.Decision, kept *plannedLedger) (bool, func()) {
+// recordDecision makes decision d the crawler's status (applyDecision) and tells it in an
+// Event and the metrics; a spec change that takes the crawler to another node starts a
+// move (the placer assumes both reservations). It returns whether the reconcile is done
+// (nothing held).
+func (r *CrawlerVMReconciler) recordDecision(cvm *isov1.CrawlerVM, d placement.Decision) bool {
 	prev := ""
 	if held := cvm.Status.Placement; held != nil && cvm.Status.VMI != nil {
 		prev = held.Node // a VM of the previous spec runs there
@@ -83,10 +84,7 @@ func (r *CrawlerVMReconciler) recordDecision(cvm *isov1.CrawlerVM, d placement.D
 	if e := out.event; e != nil {
 		r.Recorder.Event(cvm, e.kind, e.reason, e.message)
 	}
-	if !d.Placed() {
-		return out.done, func() {} // the reservation is unchanged: nothing to assume or undo
-	}
-	if held := cvm.Status.Placement; held != nil && prev != "" && prev != held.Node {
+	if held := cvm.Status.Placement; d.Placed() && held != nil && prev != "" && prev != held.Node {
 		// A spec change moved the crawler: it moves by the route every move takes, holding
 		// the node it runs on until it has arrived.
 		cvm.Status.Move = &isov1.Move{Reason: isov1.MoveSpecChange, Mode: isov1.MoveLive, From: prev, To: held.Node,
@@ -94,18 +92,7 @@ func (r *CrawlerVMReconciler) recordDecision(cvm *isov1.CrawlerVM, d placement.D
 			Message:   fmt.Sprintf("spec generation %d no longer fits node %s", cvm.Generation, prev)}
 		setCondition(cvm, isov1.ConditionMoving, true, isov1.ReasonMigrating, fmt.Sprintf("moving from node %s to node %s: %s", prev, held.Node, cvm.Status.Move.Message))
 	}
-	res, _ := inventory.Resident(cvm)
-	undo, gen, exact := r.ledger.AssumeAt(res, kept.gen)
-	if leaving, ok := inventory.Leaving(cvm); ok {
-		undoLeaving := r.ledger.AssumeAll([]placement.Resident{leaving}, nil)
-		undo, exact = func() { undoLeaving(); undo() }, false
-	}
-	if exact {
-		kept.gen = gen // the kept planner committed the same decision
-	} else {
-		r.kept = nil // something else changed the ledger meanwhile: build afresh
-	}
-	return out.done, undo
+	return out.done
 }
 
 // outcome is what a decision means beyond the status: whether the reconcile is done, and

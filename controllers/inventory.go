@@ -38,17 +38,17 @@ type nodeCalibration struct {
 // gather reads Nodes, ContentionProfiles, Pods and NodeCalibrations from the cache, and
 // the crawlers' reservations from the ledger once the leader has built it (from the cache
 // before: predictions only, no decision).
-func (r *CrawlerVMReconciler) gather(ctx context.Context) (*clusterInventory, error) {
-	inv, err := r.gatherNodes(ctx)
+func (p *placer) gather(ctx context.Context) (*clusterInventory, error) {
+	inv, err := p.gatherNodes(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if r.ledger.Built() {
-		inv.residents = r.ledger.Residents()
+	if p.ledger.Built() {
+		inv.residents = p.ledger.Residents()
 		return inv, nil
 	}
 	cvms := &isov1.CrawlerVMList{}
-	if err := r.List(ctx, cvms); err != nil {
+	if err := p.cache.List(ctx, cvms); err != nil {
 		return nil, fmt.Errorf("listing crawlers: %w", err)
 	}
 	inv.residents = residents(cvms.Items)
@@ -57,26 +57,26 @@ func (r *CrawlerVMReconciler) gather(ctx context.Context) (*clusterInventory, er
 
 // gatherNodes is gather without the reservations: the nodes, what their pods hold, their
 // profiles and calibrations.
-func (r *CrawlerVMReconciler) gatherNodes(ctx context.Context) (*clusterInventory, error) {
-	kept, at, ok := r.nodes.get()
+func (p *placer) gatherNodes(ctx context.Context) (*clusterInventory, error) {
+	kept, at, ok := p.nodes.get()
 	if ok {
 		return kept, nil
 	}
 	// Nodes and pods are only read here: the cache's own objects, not copies.
 	nodes := &corev1.NodeList{}
-	if err := r.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
+	if err := p.cache.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
 	profiles := &isov1.ContentionProfileList{}
-	if err := r.List(ctx, profiles); err != nil {
+	if err := p.cache.List(ctx, profiles); err != nil {
 		return nil, fmt.Errorf("listing contention profiles: %w", err)
 	}
 	pods := &corev1.PodList{}
-	if err := r.List(ctx, pods, client.UnsafeDisableDeepCopy); err != nil {
+	if err := p.cache.List(ctx, pods, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
 	}
 	cals := &isov1.NodeCalibrationList{}
-	if err := r.List(ctx, cals); err != nil {
+	if err := p.cache.List(ctx, cals); err != nil {
 		return nil, fmt.Errorf("listing node calibrations: %w", err)
 	}
 	calOf := make(map[string]*isov1.NodeCalibration, len(cals.Items))
@@ -92,7 +92,7 @@ func (r *CrawlerVMReconciler) gatherNodes(ctx context.Context) (*clusterInventor
 		n := &nodes.Items[i]
 		inv.addNode(n, profiles.Items, held[n.Name], calOf[n.Name])
 	}
-	return r.nodes.keep(inv, at), nil
+	return p.nodes.keep(inv, at), nil
 }
 
 // plannedLedger is a planner kept across batches of decisions while it holds exactly the
@@ -105,14 +105,14 @@ type plannedLedger struct {
 }
 
 // plannerFor is the planner for the nodes of inv and the ledger's reservations: the kept
-// one when neither changed, else a new one. Called with r.decide held.
-func (r *CrawlerVMReconciler) plannerFor(inv *clusterInventory) *plannedLedger {
-	if k := r.kept; k != nil && k.gen == r.ledger.Gen() && (sameNodes(k.nodes, inv.nodes) || placement.NodesEqual(k.nodes, inv.nodes)) {
+// one when neither changed, else a new one. Called with p.decide held.
+func (p *placer) plannerFor(inv *clusterInventory) *plannedLedger {
+	if k := p.kept; k != nil && k.gen == p.ledger.Gen() && (sameNodes(k.nodes, inv.nodes) || placement.NodesEqual(k.nodes, inv.nodes)) {
 		return k
 	}
-	res, gen := r.ledger.Snapshot()
-	r.kept = &plannedLedger{planner: placement.NewPlanner(inv.nodes, res), nodes: inv.nodes, gen: gen}
-	return r.kept
+	res, gen := p.ledger.Snapshot()
+	p.kept = &plannedLedger{planner: placement.NewPlanner(inv.nodes, res), nodes: inv.nodes, gen: gen}
+	return p.kept
 }
 
 // sameNodes reports whether a and b are the same slice (the kept inventory's, nodesMemo).
@@ -134,37 +134,37 @@ func (inv *clusterInventory) addNode(n *corev1.Node, profiles []isov1.Contention
 // its calibration and the reservations on it, each read from an index. Its cost is what
 // the node holds, not the size of the cluster. A node that is gone gives an inventory
 // without it.
-func (r *CrawlerVMReconciler) gatherNode(ctx context.Context, name string) (*clusterInventory, error) {
+func (p *placer) gatherNode(ctx context.Context, name string) (*clusterInventory, error) {
 	inv := &clusterInventory{calibration: map[string]nodeCalibration{}}
 	n := &corev1.Node{}
-	if err := r.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+	if err := p.cache.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
 		if apierrors.IsNotFound(err) {
 			return inv, nil
 		}
 		return nil, fmt.Errorf("reading node %s: %w", name, err)
 	}
 	profiles := &isov1.ContentionProfileList{}
-	if err := r.List(ctx, profiles); err != nil {
+	if err := p.cache.List(ctx, profiles); err != nil {
 		return nil, fmt.Errorf("listing contention profiles: %w", err)
 	}
 	pods := &corev1.PodList{}
-	if err := r.List(ctx, pods, client.MatchingFields{indexPodNode: name}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := p.cache.List(ctx, pods, client.MatchingFields{indexPodNode: name}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing the pods of node %s: %w", name, err)
 	}
 	cal := &isov1.NodeCalibration{}
-	if err := r.Get(ctx, client.ObjectKey{Name: name}, cal); err != nil {
+	if err := p.cache.Get(ctx, client.ObjectKey{Name: name}, cal); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("reading the calibration of node %s: %w", name, err)
 		}
 		cal = nil
 	}
 	inv.addNode(n, profiles.Items, inventory.Held(pods.Items)[name], cal)
-	if r.ledger.Built() {
-		inv.residents = r.ledger.ResidentsOn(name)
+	if p.ledger.Built() {
+		inv.residents = p.ledger.ResidentsOn(name)
 		return inv, nil
 	}
 	cvms := &isov1.CrawlerVMList{}
-	if err := r.List(ctx, cvms, client.MatchingFields{indexNode: name}); err != nil {
+	if err := p.cache.List(ctx, cvms, client.MatchingFields{indexNode: name}); err != nil {
 		return nil, fmt.Errorf("listing the crawlers on node %s: %w", name, err)
 	}
 	inv.residents = residents(cvms.Items)
@@ -191,32 +191,32 @@ func residents(cvms []isov1.CrawlerVM) []placement.Resident {
 
 // buildLedger builds the reservation ledger the first time this process decides, that
 // is once it leads: from one list read from the API server, not the cache, which may
-// not have seen the last leader's final decisions yet. Called with r.decide held.
-func (r *CrawlerVMReconciler) buildLedger(ctx context.Context) error {
-	if r.ledger.Built() {
+// not have seen the last leader's final decisions yet. Called with p.decide held.
+func (p *placer) buildLedger(ctx context.Context) error {
+	if p.ledger.Built() {
 		return nil
 	}
 	cvms := &isov1.CrawlerVMList{}
-	if err := r.APIReader.List(ctx, cvms); err != nil {
+	if err := p.api.List(ctx, cvms); err != nil {
 		return fmt.Errorf("listing crawlers to build the reservation ledger: %w", err)
 	}
-	r.ledger.Build(residents(cvms.Items))
+	p.ledger.Build(residents(cvms.Items))
 	return nil
 }
 
 // observe takes in the cache's copy of a crawler: its reservation, or none, and the one
 // it keeps on the node it leaves while it moves.
-func (r *CrawlerVMReconciler) observe(cvm *isov1.CrawlerVM) {
+func (p *placer) Observe(cvm *isov1.CrawlerVM) {
 	key := cvm.Namespace + "/" + cvm.Name
 	if res, ok := inventory.Resident(cvm); ok {
-		r.ledger.Observe(key, &res)
+		p.ledger.Observe(key, &res)
 	} else {
-		r.ledger.Observe(key, nil)
+		p.ledger.Observe(key, nil)
 	}
 	if res, ok := inventory.Leaving(cvm); ok {
-		r.ledger.Observe(res.Key, &res)
+		p.ledger.Observe(res.Key, &res)
 	} else {
-		r.ledger.Observe(inventory.LeavingKey(key), nil)
+		p.ledger.Observe(inventory.LeavingKey(key), nil)
 	}
 }
 

@@ -342,7 +342,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	inv, err := c.r.gather(ctx)
+	inv, err := c.r.placer.gather(ctx)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.exclusive, err)
 		return

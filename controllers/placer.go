@@ -5,8 +5,13 @@ import (
 	"sort"
 	"sync"
 
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/inventory"
+	"isochron.io/isochron/internal/ledger"
+	"isochron.io/isochron/internal/placement"
 )
 
 // pendingQueue holds the crawlers waiting for a placement decision. Decisions are taken in
@@ -22,10 +27,13 @@ type pendingQueue struct {
 	waiting []*placeRequest
 }
 
-// placeRequest is one crawler's turn in a batch, and its outcome (see decidePlacement).
+// placeRequest is one crawler's turn in a batch, and its outcome (see placer.Decide).
 type placeRequest struct {
-	cvm   *isov1.CrawlerVM
-	reply chan placeReply
+	cvm *isov1.CrawlerVM
+	// record turns the decision into the crawler's status; it returns whether the
+	// reconcile is done.
+	record func(placement.Decision) bool
+	reply  chan placeReply
 }
 
 type placeReply struct {
@@ -61,61 +69,172 @@ func placeBefore(a, b *isov1.CrawlerVM) bool {
 	return a.Name < b.Name
 }
 
-// decidePlacement decides where the crawler goes and writes the decision into cvm's
-// status and the ledger, in a batch with every crawler queued at the same time (see
-// pendingQueue). It returns whether the reconcile is done (nothing held), and the undo
-// that forgets the decision from the ledger; a nil undo means no decision was taken:
-// this process's last decision for the crawler has not reached the cache yet, whose
-// update brings the crawler back.
-func (r *CrawlerVMReconciler) decidePlacement(ctx context.Context, cvm *isov1.CrawlerVM) (done bool, undo func(), err error) {
-	req := &placeRequest{cvm: cvm, reply: make(chan placeReply, 1)}
-	r.pending.add(req)
-	r.decide.Lock()
-	if batch := r.pending.take(); len(batch) > 0 {
-		r.decideBatch(ctx, batch)
+// placer is the operator's scheduler, out of the reconciler (Kueue's Scheduler,
+// kube-scheduler's cache in its own type): it owns the reservation ledger, the decision
+// lock, the queue of crawlers waiting for a decision, the planner kept between batches and
+// the kept node inventory, and every route that changes a reservation goes through it:
+// Decide (a placement), Move (a move) and Settle (the end of a move). The reconciler
+// turns its decisions into status, Events and metrics, and persists them under its lock.
+type placer struct {
+	// cache reads Nodes, pods, profiles and calibrations; api reads the crawlers'
+	// reservations from the API server when the ledger is built.
+	cache, api client.Reader
+	clock      clock.PassiveClock
+	// vfio says whether a crawler's RT-NIC is an SR-IOV VF (its pod holds VFIO memory).
+	vfio func(context.Context, *isov1.CrawlerVM) bool
+	// batchSize and decisionTime observe each batch and decision.
+	batchSize, decisionTime func(float64)
+
+	// ledger holds every crawler's reservation; decisions read it, not the API server,
+	// and assume their own into it the moment they are made (ledger.Ledger).
+	ledger *ledger.Ledger
+	// decide serialises decisions: each one reads the ledger, with every decision
+	// before it, and assumes its own before the next one starts.
+	decide sync.Mutex
+	// pending are the crawlers waiting for the next batch of decisions.
+	pending pendingQueue
+	// kept is the planner kept across batches (plannerFor); guarded by decide.
+	kept *plannedLedger
+	// nodes keeps gatherNodes' inventory while nothing it reads changes.
+	nodes nodesMemo
+}
+
+// Decide decides where the crawler goes, in a batch with every crawler queued at the same
+// time (pendingQueue): record turns the decision into cvm's status (under the lock, so
+// that the reservations the status then holds are assumed into the ledger before the next
+// decision). It returns whether the reconcile is done, and the undo that forgets the
+// decision from the ledger, for when it fails to persist; a nil undo means no decision was
+// taken: this process's last decision for the crawler has not reached the cache yet,
+// whose update brings the crawler back.
+func (p *placer) Decide(ctx context.Context, cvm *isov1.CrawlerVM, record func(placement.Decision) bool) (done bool, undo func(), err error) {
+	req := &placeRequest{cvm: cvm, record: record, reply: make(chan placeReply, 1)}
+	p.pending.add(req)
+	p.decide.Lock()
+	if batch := p.pending.take(); len(batch) > 0 {
+		p.decideBatch(ctx, batch)
 	}
-	r.decide.Unlock()
+	p.decide.Unlock()
 	rep := <-req.reply // filled by this batch or an earlier one
 	return rep.done, rep.undo, rep.err
 }
 
 // decideBatch decides each request of batch in order, on one reading of the cluster.
-// Called with r.decide held; it replies to every request.
-func (r *CrawlerVMReconciler) decideBatch(ctx context.Context, batch []*placeRequest) {
+// Called with p.decide held; it replies to every request.
+func (p *placer) decideBatch(ctx context.Context, batch []*placeRequest) {
 	fail := func(err error) {
 		for _, q := range batch {
 			q.reply <- placeReply{done: true, err: err}
 		}
 	}
-	if err := r.buildLedger(ctx); err != nil {
+	if err := p.buildLedger(ctx); err != nil {
 		fail(err)
 		return
 	}
-	inv, err := r.gatherNodes(ctx)
+	inv, err := p.gatherNodes(ctx)
 	if err != nil {
 		fail(err)
 		return
 	}
-	kept := r.plannerFor(inv)
-	r.metrics.placementBatch.Observe(float64(len(batch)))
+	kept := p.plannerFor(inv)
+	p.batchSize(float64(len(batch)))
 	for _, q := range batch {
 		cvm := q.cvm
-		if r.ledger.Assumed(cvm.Namespace + "/" + cvm.Name) {
+		if p.ledger.Assumed(cvm.Namespace + "/" + cvm.Name) {
 			// The cache's copy predates a decision for it (never place a crawler twice).
 			q.reply <- placeReply{done: true}
 			continue
 		}
-		if r.kept != kept {
+		if p.kept != kept {
 			// The last decision found the ledger changed by something else: decide the
 			// rest of the batch on a planner built afresh.
-			kept = r.plannerFor(inv)
+			kept = p.plannerFor(inv)
 		}
-		began := r.clock.Now()
-		req := inventory.Request(cvm, r.vfio(ctx, cvm))
+		began := p.clock.Now()
+		req := inventory.Request(cvm, p.vfio(ctx, cvm))
 		d := kept.planner.Place(req)
 		kept.planner.Commit(req, d)
-		r.metrics.placementDuration.Observe(r.clock.Since(began).Seconds())
-		done, undo := r.recordDecision(cvm, d, kept)
-		q.reply <- placeReply{done: done, undo: undo}
+		p.decisionTime(p.clock.Since(began).Seconds())
+		done := q.record(d)
+		if !d.Placed() {
+			q.reply <- placeReply{done: done, undo: func() {}} // the reservation is unchanged
+			continue
+		}
+		q.reply <- placeReply{done: done, undo: p.assume(cvm, kept)}
 	}
+}
+
+// assume takes into the ledger the reservations cvm's status now holds, which the kept
+// planner has committed (and, for a crawler that moves, the one it keeps on the node it
+// leaves), and returns the undo.
+func (p *placer) assume(cvm *isov1.CrawlerVM, kept *plannedLedger) func() {
+	res, _ := inventory.Resident(cvm)
+	undo, gen, exact := p.ledger.AssumeAt(res, kept.gen)
+	if leaving, ok := inventory.Leaving(cvm); ok {
+		undoLeaving := p.ledger.AssumeAll([]placement.Resident{leaving}, nil)
+		undo, exact = func() { undoLeaving(); undo() }, false
+	}
+	if exact {
+		kept.gen = gen // the kept planner committed the same decision
+	} else {
+		p.kept = nil // something else changed the ledger meanwhile: build afresh
+	}
+	return undo
+}
+
+// Move decides a move of the crawler: req (its avoided nodes, its size kept) placed on the
+// ledger under the decision lock. When a node fits, apply records the move in cvm's status,
+// the ledger assumes both of its reservations, and persist writes the status before the
+// lock is released (its failure forgets them). A crawler whose last decision has not
+// reached the cache is not decided (Reason says so).
+func (p *placer) Move(ctx context.Context, cvm *isov1.CrawlerVM, req placement.Request, apply func(placement.Decision), persist func() error) (placement.Decision, error) {
+	p.decide.Lock()
+	defer p.decide.Unlock()
+	if err := p.buildLedger(ctx); err != nil {
+		return placement.Decision{}, err
+	}
+	if p.ledger.Assumed(cvm.Namespace + "/" + cvm.Name) {
+		return placement.Decision{Reason: "a decision for it is on its way"}, nil
+	}
+	inv, err := p.gather(ctx)
+	if err != nil {
+		return placement.Decision{}, err
+	}
+	d := placement.NewPlanner(inv.nodes, inv.residents).Place(req)
+	if !d.Placed() {
+		return d, nil
+	}
+	apply(d)
+	undo := p.ledger.AssumeAll(inventory.Residents(cvm), nil)
+	if err := persist(); err != nil {
+		undo()
+		return placement.Decision{}, err
+	}
+	return d, nil
+}
+
+// Settle ends a move: the ledger assumes the reservation cvm's status now holds and
+// releases the one it kept on the node it left (drop), before persist writes the status,
+// under the decision lock; predict, when set, refreshes the crawler's prediction on the
+// node it holds from the settled ledger first.
+func (p *placer) Settle(ctx context.Context, cvm *isov1.CrawlerVM, predict func(*clusterInventory), persist func() error) error {
+	p.decide.Lock()
+	defer p.decide.Unlock()
+	key := cvm.Namespace + "/" + cvm.Name
+	undo := p.ledger.AssumeAll(inventory.Residents(cvm), []string{inventory.LeavingKey(key)})
+	if node := cvm.Status.Placement.Node; predict != nil {
+		if inv, err := p.gatherNode(ctx, node); err == nil && inv.hasNode(node) {
+			predict(inv)
+		}
+	}
+	if err := persist(); err != nil {
+		undo()
+		return err
+	}
+	return nil
+}
+
+// Forget releases the reservations of a crawler that is gone.
+func (p *placer) Forget(key string) {
+	p.ledger.Remove(key)
+	p.ledger.Remove(inventory.LeavingKey(key))
 }

@@ -43,10 +43,11 @@ func (r *CrawlerVMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, indexPodNode, podNodeIndex); err != nil {
 		return err
 	}
-	if err := r.nodes.setup(context.Background(), mgr.GetCache()); err != nil {
+	if err := r.placer.nodes.setup(context.Background(), mgr.GetCache()); err != nil {
 		return err
 	}
 	r.metrics = newMetrics(r.clock.Now())
+	r.placer.batchSize, r.placer.decisionTime = r.metrics.placementBatch.Observe, r.metrics.placementDuration.Observe
 	if err := r.metrics.register(r.registry, newNodeCollector(r, mgr.Elected())); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
@@ -72,7 +73,7 @@ func (r *CrawlerVMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	apiServed := make(chan event.GenericEvent, 1)
 	b = b.WatchesRawSource(source.Channel(apiServed, enqueueCrawlers{r: r, wakes: withRTNIC}))
 	ctl, err := b.WithOptions(controller.Options{
-		// Decisions are serialised by r.decide; leader election keeps one replica.
+		// Decisions are serialised by the placer; leader election keeps one replica.
 		MaxConcurrentReconciles: max(1, r.concurrency),
 	}).
 		Named("crawlervm").
