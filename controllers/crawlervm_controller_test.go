@@ -581,6 +581,32 @@ func TestBareVMIOfAnEarlierReleaseIsAdoptedRunning(t *testing.T) {
 		!metav1.IsControlledBy(pdb, c) {
 		t.Errorf("PodDisruptionBudget %+v: want minAvailable 1 over the launcher pods of VMI %s, owned by the crawler", pdb.Spec, uid)
 	}
+	// The API server refuses to evict its launcher (a drain's eviction), as the disruption
+	// controller counts it.
+	launcher := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "virt-launcher-legacy-abcde",
+			Labels: map[string]string{kubevirtv1.AppLabel: "virt-launcher", kubevirtv1.CreatedByLabel: string(uid)}},
+		Spec: corev1.PodSpec{NodeName: "upgrade-1", AutomountServiceAccountToken: ptr.To(false),
+			Containers: []corev1.Container{{Name: "compute", Image: "virt-launcher"}}},
+	}
+	if err := k8s.Create(ctx, launcher); err != nil {
+		t.Fatal(err)
+	}
+	launcher.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	if err := k8s.Status().Update(ctx, launcher); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the disruption controller to count the launcher", func() (bool, string) {
+		get(t, pdb)
+		return pdb.Status.ObservedGeneration == pdb.Generation && pdb.Status.CurrentHealthy == 1, fmt.Sprintf("%+v", pdb.Status)
+	})
+	evict := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: launcher.Name}}
+	if err := k8s.SubResource("eviction").Create(ctx, launcher, evict); !apierrors.IsTooManyRequests(err) {
+		t.Errorf("evicting the adopted VMI's launcher: %v, want it refused (429) by its PodDisruptionBudget", err)
+	}
+	if err := k8s.Delete(ctx, launcher, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
 	createNode(t, rtNode("upgrade-2", "it", "upgrade"), 16)
 	cordon := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "upgrade-1"}}
 	get(t, cordon)

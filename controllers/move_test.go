@@ -217,6 +217,54 @@ func TestFailedMigrationLeavesTheCrawlerAndRetries(t *testing.T) {
 	})
 }
 
+// A migration that someone aborts (kubectl delete vmim; KubeVirt aborts a deleted
+// migration) ends the move as failed: the crawler runs on where it was, the same VMI, the
+// node it was to move to is released, and the move is tried again after its backoff.
+func TestAbortedMigrationLeavesTheCrawlerWhereItRuns(t *testing.T) {
+	ns := namespace(t)
+	createNode(t, rtNode("abort-1", "it", "abort"), 16)
+	createNode(t, rtNode("abort-2", "it", "abort"), 16)
+	migrations(t, ns, func(*kubevirtv1.VirtualMachineInstanceMigration) virtsim.Outcome { return virtsim.Hold })
+	c, vmi := placedCrawler(t, ns, "aborted", "abort", withOnRefuted(isov1.RefutedReplace))
+	from := c.Status.Placement.Node
+	to := map[string]string{"abort-1": "abort-2", "abort-2": "abort-1"}[from]
+	host := float64(c.Status.Sizing.HostCPUs)
+	before := exclusiveCPUs(t, to)
+	refute(t, c)
+	waitForCrawler(t, c, "a migration under way", func(c *isov1.CrawlerVM) bool {
+		return c.Status.Move != nil && c.Status.Move.Migration != ""
+	})
+	eventually(t, "the reservation held on "+to, func() (bool, string) {
+		v := exclusiveCPUs(t, to)
+		return v >= before+host, fmt.Sprint(v)
+	})
+	mig := &kubevirtv1.VirtualMachineInstanceMigration{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: c.Status.Move.Migration}}
+	if err := k8s.Delete(context.Background(), mig); err != nil {
+		t.Fatalf("aborting migration %s: %v", mig.Name, err)
+	}
+	waitForCrawler(t, c, "the aborted move", func(c *isov1.CrawlerVM) bool {
+		return c.Status.Move == nil && c.Status.LastMove != nil
+	})
+	last := c.Status.LastMove
+	if last.Result != isov1.MoveFailed || last.RetryAfter == nil || c.Status.Placement.Node != from ||
+		!hasCondition(c, isov1.ConditionMoving, metav1.ConditionFalse, isov1.ReasonMoveFailed) ||
+		(!strings.Contains(last.Message, "aborted") && !strings.Contains(last.Message, "deleted")) {
+		t.Errorf("after the abort: node %s, lastMove %+v, %s; want it on %s, failed with the abort said and a retry time",
+			c.Status.Placement.Node, last, condition(c, isov1.ConditionMoving), from)
+	}
+	eventually(t, "node "+to+" released", func() (bool, string) {
+		v := exclusiveCPUs(t, to)
+		return v < before+host, fmt.Sprint(v)
+	})
+	got := waitForVMI(t, client.ObjectKeyFromObject(c), func(*kubevirtv1.VirtualMachineInstance) bool { return true })
+	if got.UID != vmi.UID || got.Status.NodeName != from || !got.DeletionTimestamp.IsZero() {
+		t.Errorf("the VMI: UID %s (was %s) on %s, deleting %v; want the same VMI running on %s", got.UID, vmi.UID, got.Status.NodeName, got.DeletionTimestamp, from)
+	}
+	if len(c.Status.Outages) != 0 {
+		t.Errorf("an aborted live migration was counted as an outage: %+v", c.Status.Outages)
+	}
+}
+
 // A drain hands the crawler to isochron: the eviction of its launcher is refused and marks
 // the VMI for evacuation (evictionStrategy External), and isochron moves it live to a node
 // the model chose. With nowhere to go it stays, says what is missing, and the drain waits.

@@ -174,7 +174,7 @@ func startControllers(env *envtest.Environment) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(path, "--kubeconfig", kc, "--controllers", "garbagecollector,job,ttl-after-finished,serviceaccount",
+	cmd := exec.Command(path, "--kubeconfig", kc, "--controllers", "garbagecollector,job,ttl-after-finished,serviceaccount,disruption",
 		"--leader-elect=false", "--secure-port=0", "--use-service-account-credentials=false")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
