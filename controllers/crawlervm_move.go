@@ -263,7 +263,7 @@ func (r *CrawlerVMReconciler) endMove(ctx context.Context, cvm *isov1.CrawlerVM,
 	cvm.Status.Move = nil
 	cvm.Status.Placement.Node = stays
 	st.after(func() { r.metrics.moves.WithLabelValues(string(rec.Reason), string(rec.Mode), string(result)).Inc() })
-	return r.placer.Settle(ctx, cvm, func(inv *clusterInventory) { r.refreshPrediction(cvm, inv) }, func() error { return st.persist(ctx, cvm) })
+	return r.placer.Settle(ctx, cvm, func(inv *clusterInventory) { r.refreshPrediction(cvm, st, inv) }, func() error { return st.persist(ctx, cvm) })
 }
 
 // restartRequired says whether KubeVirt reports that the VM needs a restart to apply its

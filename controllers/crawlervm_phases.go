@@ -40,7 +40,7 @@ func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, s
 			return true, err
 		}
 		if inv.hasNode(cvm.Status.Placement.Node) {
-			r.refreshPrediction(cvm, inv)
+			r.refreshPrediction(cvm, st, inv)
 			return false, nil
 		}
 		if cvm.Status.VMI != nil {
@@ -48,7 +48,7 @@ func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, s
 		}
 	}
 	before := reservationOf(cvm)
-	done, undo, err := r.placer.Decide(ctx, cvm, func(d placement.Decision) bool { return r.recordDecision(cvm, d) })
+	done, undo, err := r.placer.Decide(ctx, cvm, func(d placement.Decision) bool { return r.recordDecision(cvm, st, d) })
 	if err != nil || undo == nil {
 		return true, err
 	}
@@ -67,10 +67,10 @@ func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, s
 }
 
 // recordDecision makes decision d the crawler's status (applyDecision) and tells it in an
-// Event and the metrics; a spec change that takes the crawler to another node starts a
+// Event and the metrics, once the status is written (st); a spec change that takes the crawler to another node starts a
 // move (the placer assumes both reservations). It returns whether the reconcile is done
 // (nothing held).
-func (r *CrawlerVMReconciler) recordDecision(cvm *isov1.CrawlerVM, d placement.Decision) bool {
+func (r *CrawlerVMReconciler) recordDecision(cvm *isov1.CrawlerVM, st *statusWriter, d placement.Decision) bool {
 	prev := ""
 	if held := cvm.Status.Placement; held != nil && cvm.Status.VMI != nil {
 		prev = held.Node // a VM of the previous spec runs there
@@ -80,9 +80,9 @@ func (r *CrawlerVMReconciler) recordDecision(cvm *isov1.CrawlerVM, d placement.D
 	if !d.Placed() {
 		result = "unschedulable"
 	}
-	r.metrics.placementDecisions.WithLabelValues(result).Inc()
+	st.after(func() { r.metrics.placementDecisions.WithLabelValues(result).Inc() })
 	if e := out.event; e != nil {
-		r.Recorder.Event(cvm, e.kind, e.reason, e.message)
+		st.event(cvm, e.kind, e.reason, e.message)
 	}
 	if held := cvm.Status.Placement; d.Placed() && held != nil && prev != "" && prev != held.Node {
 		// A spec change moved the crawler: it moves by the route every move takes, holding
@@ -199,8 +199,8 @@ func placementStatus(cvm *isov1.CrawlerVM, node string, predicted time.Duration,
 
 // refreshPrediction updates a placed crawler's predicted error for what is on its node
 // now (neighbours come and go, profiles change), in status.placement and the Placed
-// message alike, and says whether that puts it at risk.
-func (r *CrawlerVMReconciler) refreshPrediction(cvm *isov1.CrawlerVM, inv *clusterInventory) {
+// message alike, and says whether that puts it at risk (an Event once st is written).
+func (r *CrawlerVMReconciler) refreshPrediction(cvm *isov1.CrawlerVM, st *statusWriter, inv *clusterInventory) {
 	res, held := inventory.Resident(cvm)
 	pred, ok := inv.predict(cvm.Namespace + "/" + cvm.Name)
 	if !ok || !held {
@@ -209,7 +209,7 @@ func (r *CrawlerVMReconciler) refreshPrediction(cvm *isov1.CrawlerVM, inv *clust
 	wasAtRisk := apimeta.IsStatusConditionTrue(cvm.Status.Conditions, isov1.ConditionAtRisk)
 	setPlacement(cvm, res.Node, res.Sizing, pred)
 	if c := apimeta.FindStatusCondition(cvm.Status.Conditions, isov1.ConditionAtRisk); c.Status == metav1.ConditionTrue && !wasAtRisk {
-		r.Recorder.Event(cvm, corev1.EventTypeWarning, c.Reason, c.Message)
+		st.event(cvm, corev1.EventTypeWarning, c.Reason, c.Message)
 	}
 }
 

@@ -185,11 +185,13 @@ func (r *CrawlerVMReconciler) setReady(cvm *isov1.CrawlerVM, st *statusWriter, v
 	if !changed {
 		return
 	}
+	// Once the status is written: a write that loses a conflict finds Ready unchanged
+	// next time, and the Event would be told twice.
 	switch {
 	case v.OK:
-		r.Recorder.Event(cvm, corev1.EventTypeNormal, v.Reason, v.Message)
+		st.event(cvm, corev1.EventTypeNormal, v.Reason, v.Message)
 	case v.Stuck || v.Reason == isov1.ReasonVMIFailed:
-		r.Recorder.Event(cvm, corev1.EventTypeWarning, v.Reason, v.Message)
+		st.event(cvm, corev1.EventTypeWarning, v.Reason, v.Message)
 	}
 }
 
