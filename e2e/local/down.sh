@@ -75,6 +75,16 @@ done
 # network with its uplink veth pair) and the pods' cgroups (empty now that their
 # processes are gone).
 ip link delete e2elocal0 2>/dev/null || true
+# The pods' network namespaces (containerd's cni-*) this bring-up added: down kills the
+# sandboxes without a CNI DEL, which leaves each namespace, and its veth, behind.
+if [[ -f $RUN/netns-before ]]; then
+  for path in /var/run/netns/cni-*; do
+    [[ -e $path ]] || continue
+    ns=${path##*/}
+    grep -qxF "$ns" "$RUN/netns-before" || ip netns delete "$ns" 2>/dev/null || true
+  done
+  rm -f "$RUN/netns-before"
+fi
 ip link delete "$NAD_BRIDGE" 2>/dev/null || true
 ip link delete "$RT_UPLINK" 2>/dev/null || true
 ip link delete "$RT_BRIDGE" 2>/dev/null || true

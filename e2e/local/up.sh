@@ -28,6 +28,9 @@ for crd in $WHEREABOUTS_CRDS; do [[ -f $crd ]] || die "whereabouts' CRD $crd is 
 [[ -x $PAUSE_BIN ]] || die "$PAUSE_BIN is missing: make e2e-local-images"
 
 mkdir -p "$RUN" "$LOGS" "$STATE/containerd" "$STATE/cni/net.d" "$STATE/cni/bin" "$STATE/manifests"
+# The network namespaces there before this bring-up: down.sh deletes only the pods' ones
+# it added (a sandbox killed without a CNI DEL leaves its namespace and veth behind).
+[[ -f $RUN/netns-before ]] || { ls /var/run/netns 2>/dev/null || true; } >"$RUN/netns-before"
 node_ip=${E2E_LOCAL_NODE_IP:-$(hostname -I | awk '{print $1}')}
 [[ -n $node_ip ]] || die "cannot find this machine's IP address: set E2E_LOCAL_NODE_IP"
 
