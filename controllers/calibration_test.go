@@ -162,10 +162,8 @@ func TestRefutingProbesRecalibrateTheNodeAndItsClass(t *testing.T) {
 			return hasCondition(c, isov1.ConditionAtRisk, metav1.ConditionTrue, isov1.ReasonPredictedOverTolerance)
 		})
 	}
-	if !slices.ContainsFunc(events(t, b), func(e string) bool {
-		return strings.HasPrefix(e, isov1.EventReasonRecalibrated+": ") && strings.Contains(e, "node cal-1")
-	}) {
-		t.Errorf("no Recalibrated Event on %s: %v", b.Name, events(t, b))
+	if got := awaitEvents(t, b, isov1.EventReasonRecalibrated+": "); !slices.ContainsFunc(got, func(e string) bool { return strings.Contains(e, "node cal-1") }) {
+		t.Errorf("no Recalibrated Event for node cal-1 on %s: %v", b.Name, got)
 	}
 	// The node metrics are collected from the cache, which has seen the correction by now
 	// or will shortly.

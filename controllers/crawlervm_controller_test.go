@@ -677,9 +677,7 @@ func TestCrawlerAtRiskWhenItsNodeChanges(t *testing.T) {
 	if c.Status.Placement.Node != node || c.Status.Sizing.VCPUs != vcpus || c.Status.Placement.Headroom.Duration >= 0 {
 		t.Errorf("status.placement %+v, sizing %+v: want the same node and size, and a negative headroom", c.Status.Placement, c.Status.Sizing)
 	}
-	if !slices.ContainsFunc(events(t, c), func(e string) bool { return strings.HasPrefix(e, isov1.ReasonPredictedOverTolerance+": ") }) {
-		t.Errorf("no %s Event: %v", isov1.ReasonPredictedOverTolerance, events(t, c))
-	}
+	awaitEvents(t, c, isov1.ReasonPredictedOverTolerance+": ")
 	if v, ok := gauge(t, "isochron_crawler_at_risk", map[string]string{"namespace": ns, "name": "risky"}); !ok || v != 1 {
 		t.Errorf("isochron_crawler_at_risk = %v (present %v), want 1", v, ok)
 	}

@@ -132,13 +132,13 @@ func TestRefutedCrawlerMovesLive(t *testing.T) {
 		!strings.Contains(condition(c, isov1.ConditionSLOConfirmed), "on node "+from) {
 		t.Errorf("after the move: %s, want the refutation on %s still shown", condition(c, isov1.ConditionSLOConfirmed), from)
 	}
-	if got := eventsOf(t, c, isov1.EventReasonMoving); len(got) != 1 {
+	if got := awaitEvents(t, c, isov1.EventReasonMoving+": "); len(got) != 1 {
 		t.Errorf("%d Moving Events for one refuting probe, want 1: %v", len(got), got)
 	}
 	if len(c.Status.Outages) != 0 {
 		t.Errorf("a live migration was counted as an outage: %+v", c.Status.Outages)
 	}
-	if got := eventsOf(t, c, isov1.ReasonMoved); len(got) != 1 || !strings.Contains(got[0], "live-migrated") {
+	if got := awaitEvents(t, c, isov1.ReasonMoved+": "); len(got) != 1 || !strings.Contains(got[0], "live-migrated") {
 		t.Errorf("Moved Events %v: want one that says it was live-migrated", got)
 	}
 	if v, ok := gauge(t, "isochron_crawler_moves_total", map[string]string{"reason": "Refuted", "mode": "Live", "result": "Succeeded"}); !ok || v < 1 {
@@ -204,7 +204,7 @@ func TestFailedMigrationLeavesTheCrawlerAndRetries(t *testing.T) {
 	if vmi.Status.NodeName != from || !vmi.DeletionTimestamp.IsZero() {
 		t.Errorf("the VMI: node %s, deleting %v; want it running on %s", vmi.Status.NodeName, vmi.DeletionTimestamp, from)
 	}
-	if got := eventsOf(t, c, isov1.ReasonMoveFailed); len(got) != 1 {
+	if got := awaitEvents(t, c, isov1.ReasonMoveFailed+": "); len(got) != 1 {
 		t.Errorf("MoveFailed Events %v, want one", got)
 	}
 
@@ -477,7 +477,7 @@ func TestCrashedCrawlerRestartsAndItsOutageIsCounted(t *testing.T) {
 	if v, ok := gauge(t, "isochron_crawler_outages_total", map[string]string{"namespace": ns, "name": c.Name, "cause": "Crash"}); !ok || v != 1 {
 		t.Errorf("isochron_crawler_outages_total{cause=Crash} = %v (present %v), want 1", v, ok)
 	}
-	if got := eventsOf(t, c, "OutageEnded"); len(got) != 1 {
+	if got := awaitEvents(t, c, "OutageEnded: "); len(got) != 1 {
 		t.Errorf("OutageEnded Events %v, want one", got)
 	}
 
@@ -524,7 +524,7 @@ func TestForeignMigrationIsTakenOver(t *testing.T) {
 	eventually(t, "the asked-for migration gone", func() (bool, string) {
 		return !get(t, asked), fmt.Sprint(asked.Status.Phase)
 	})
-	if got := eventsOf(t, c, isov1.EventReasonMigrationTakenOver); len(got) != 1 || !strings.Contains(got[0], asked.Name) {
+	if got := awaitEvents(t, c, isov1.EventReasonMigrationTakenOver+": "); len(got) != 1 || !strings.Contains(got[0], asked.Name) {
 		t.Errorf("MigrationTakenOver Events %v: want one naming %s", got, asked.Name)
 	}
 	if get(t, vmi); vmi.Status.NodeName != to {
