@@ -12,6 +12,8 @@
 #   guest-disk  the e2e guest's boot disk (e2e/guest/image.sh: syslinux, mtools...)
 #   guest-vm    booting the e2e guest by hand under QEMU's software emulation, with a
 #            NoCloud disk (make probe-agent-cost-guest): QEMU and xorriso, and guest-disk
+#   nodes    the local cluster's node VMs (make e2e-local-nodes-up): QEMU, qemu-img,
+#            mke2fs and mmdebstrap (their disk, node-image.sh)
 #
 # As root it installs what is missing with apt-get, refreshing the package lists when
 # an install fails, and without starting any daemon the packages bring (containerd: the
@@ -21,7 +23,7 @@ set -euo pipefail
 
 log() { echo "e2e-prereqs: $*" >&2; }
 die() { log "$*"; exit 1; }
-[[ $# -gt 0 ]] || die "usage: $0 SET... (config, kind, local, guest-disk, guest-vm)"
+[[ $# -gt 0 ]] || die "usage: $0 SET... (config, kind, local, guest-disk, guest-vm, nodes)"
 
 packages=()
 guest_disk=(syslinux syslinux-common mtools dosfstools fdisk cpio)
@@ -46,7 +48,8 @@ for set in "$@"; do
       ) ;;
     guest-disk) packages+=("${guest_disk[@]}") ;;
     guest-vm) packages+=("${guest_disk[@]}" qemu-system-x86:qemu-system-x86_64 xorriso:xorriso) ;;
-    *) die "unknown set '$set': config, kind, local, guest-disk or guest-vm" ;;
+    nodes) packages+=(qemu-system-x86:qemu-system-x86_64 qemu-utils:qemu-img e2fsprogs:mke2fs mmdebstrap) ;;
+    *) die "unknown set '$set': config, kind, local, guest-disk, guest-vm or nodes" ;;
   esac
 done
 

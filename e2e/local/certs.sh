@@ -2,17 +2,21 @@
 # Generates the PKI and kubeconfigs of the local e2e cluster with openssl:
 #
 #   e2e/local/certs.sh STATE_DIR NODE_NAME NODE_IP API_PORT
+#   e2e/local/certs.sh STATE_DIR NODE_NAME NODE_IP API_PORT --node
 #
 # One CA signs every certificate (serving and client); a separate key pair signs
-# service account tokens. Existing files are kept, so a restart reuses them.
+# service account tokens. Existing files are kept, so a restart reuses them. With
+# --node, only a node VM's (nodes-up.sh): its kubelet's client and serving certificates,
+# kubelet-NODE_NAME and kubelet-serving-NODE_NAME.
 set -euo pipefail
 
 die() { echo "certs: $*" >&2; exit 1; }
-[[ $# -eq 4 ]] || die "usage: $0 STATE_DIR NODE_NAME NODE_IP API_PORT"
+[[ $# -eq 4 || ( $# -eq 5 && $5 == --node ) ]] || die "usage: $0 STATE_DIR NODE_NAME NODE_IP API_PORT [--node]"
 state=$1 node=$2 ip=$3 port=$4
 pki=$state/pki
 mkdir -p "$pki"
 
+[[ ${5:-} != --node || -f $pki/ca.key ]] || die "no CA in $pki: bring the cluster up first"
 if [[ ! -f $pki/ca.crt ]]; then
   openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=isochron-e2e-ca" \
     -keyout "$pki/ca.key" -out "$pki/ca.crt" 2>/dev/null
@@ -43,6 +47,12 @@ cert() {
     -CAcreateserial -days 3650 -extfile "$ext" -out "$pki/$name.crt" 2>/dev/null
   rm -f "$pki/$name.csr" "$ext"
 }
+
+if [[ ${5:-} == --node ]]; then
+  cert "kubelet-$node" "/O=system:nodes/CN=system:node:$node"
+  cert "kubelet-serving-$node" "/O=system:nodes/CN=system:node:$node" "DNS:$node,DNS:localhost,IP:127.0.0.1,IP:$ip"
+  exit 0
+fi
 
 cert apiserver "/CN=kube-apiserver" \
   "DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:127.0.0.1,IP:10.96.0.1,IP:$ip"

@@ -45,6 +45,29 @@ KUBELET_ROOT=${E2E_LOCAL_KUBELET_ROOT:-/var/lib/kubelet}
 # 2Mi hugepages for dedicated crawlers' guest memory (the kubelet reads them at start).
 HUGEPAGES=${E2E_LOCAL_HUGEPAGES:-512}
 
+# Worker nodes that are VMs (nodes-up.sh, docs/e2e.md "Nodes that are VMs"): node i is
+# e2e-node-i at 10.250.0.(10+i) on the bridge $NODES_BRIDGE (the host is their gateway
+# at $NODES_GATEWAY), its pods in 10.244.i.0/24 (the host's are $POD_CIDR, inside
+# $CLUSTER_POD_CIDR); NODE_CPUS vCPUs (one reserved for the system, the rest for the
+# static CPU Manager: a dedicated crawler of 1 vCPU needs 2 exclusive CPUs).
+NODES_BRIDGE=e2enodes0
+NODES_CIDR=10.250.0.0/24
+NODES_GATEWAY=10.250.0.1
+CLUSTER_POD_CIDR=10.244.0.0/16
+NODE_CPUS=${E2E_NODE_CPUS:-4}
+NODE_MEMORY=${E2E_NODE_MEMORY:-6G}
+NODE_HUGEPAGES=${E2E_NODE_HUGEPAGES:-512}
+NODE_LABELS=isochron.io/e2e-node=vm
+# Under software emulation a node boots, imports the images and joins in minutes.
+NODE_BOOT_TIMEOUT=${E2E_NODE_BOOT_TIMEOUT:-1200}
+node_name() { echo "e2e-node-$1"; }
+node_ip() { echo "10.250.0.$((10 + $1))"; }
+node_pod_cidr() { echo "10.244.$1.0/24"; }
+# node_mac I K: the MAC of node I's NIC K (0: the cluster network, 1: the RT network).
+node_mac() { printf '52:54:00:e2:%02x:%02x\n' "$2" "$1"; }
+# node_tap I K: the host's tap of that NIC.
+node_tap() { if [[ $2 == 0 ]]; then echo "e2enode$1"; else echo "e2enode$1rt"; fi; }
+
 RUN=$STATE/run
 LOGS=$STATE/logs
 CONTAINERD_SOCK=$STATE/containerd/containerd.sock
@@ -55,6 +78,17 @@ die() { log "$*"; exit 1; }
 
 # alive NAME: the process recorded in $RUN/NAME.pid runs.
 alive() { [[ -f $RUN/$1.pid ]] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null; }
+
+# wait_for WHAT SECONDS COMMAND...: retry COMMAND once a second.
+wait_for() {
+  local what=$1 secs=$2
+  shift 2
+  for ((i = 0; i < secs; i++)); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    sleep 1
+  done
+  die "$what not ready after ${secs}s; see $LOGS/"
+}
 
 ctr_() { ctr --address "$CONTAINERD_SOCK" --namespace k8s.io "$@"; }
 kubectl_() { "$KUBE_BIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }

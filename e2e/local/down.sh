@@ -27,6 +27,8 @@ stop() {
   rm -f "$RUN/$name.pid"
 }
 
+# The node VMs first (nodes-up.sh), while the API server still runs.
+"$(dirname "${BASH_SOURCE[0]}")/nodes-down.sh"
 stop kubelet
 # The pods outlive the kubelet: stop their sandboxes and containers while containerd runs.
 if alive containerd; then

@@ -44,16 +44,6 @@ start() {
   echo $! >"$RUN/$name.pid"
 }
 
-# wait_for WHAT SECONDS COMMAND...: retry COMMAND once a second.
-wait_for() {
-  local what=$1 secs=$2
-  shift 2
-  for ((i = 0; i < secs; i++)); do
-    if "$@" >/dev/null 2>&1; then return 0; fi
-    sleep 1
-  done
-  die "$what not ready after ${secs}s; see $LOGS/"
-}
 
 t0=$SECONDS
 "$repo/e2e/local/certs.sh" "$STATE" "$NODE_NAME" "$node_ip" "$API_PORT"

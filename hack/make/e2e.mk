@@ -11,7 +11,7 @@ E2E_LOCAL_IMAGES := $(E2E_LOCAL_STATE)/images
 KIND_CLUSTER ?= isochron-e2e
 KIND ?= $(LOCALBIN)/kind-$(KIND_VERSION)
 SHELLCHECK ?= shellcheck
-SHELL_SCRIPTS = $(wildcard e2e/*.sh e2e/*/*.sh hack/*/*.sh)
+SHELL_SCRIPTS = $(wildcard e2e/*.sh e2e/*/*.sh e2e/*/*/*.sh hack/*/*.sh)
 # Installs the Debian packages of the sets given (config, kind, local) as root, or names
 # the missing ones: the first step of every e2e workflow below.
 E2E_PREREQS = e2e/prereqs.sh
@@ -161,6 +161,35 @@ e2e-local: e2e-local-prereqs ## Bring up the local cluster from scratch (all sta
 	$(MAKE) e2e-local-up
 	KUBECONFIG=$(E2E_LOCAL_STATE)/admin.kubeconfig E2E_PROBE_CPU=$(E2E_LOCAL_PROBE_CPU) E2E_GUEST_RUNS_AGENT=1 \
 		E2E_RT_UPLINK=$(E2E_LOCAL_RT_UPLINK) $(MAKE) e2e E2E_GUEST_IMAGE=$(E2E_GUEST_IMG)
+
+# Worker nodes that are VMs (e2e/local/nodes-up.sh; docs/e2e.md, "Nodes that are VMs"):
+# Debian E2E_NODE_SUITE booted by systemd under QEMU's software emulation, joined to the
+# running local cluster. Their disk is cached outside bin/e2e-local, so PURGE=1 keeps it.
+E2E_NODE_SUITE ?= $(E2E_KUBEVIRT_SUITE)
+E2E_NODE_IMAGE ?= $(LOCALBIN)/e2e-node-$(E2E_NODE_SUITE)
+E2E_LOCAL_NODES ?= 1
+# What the nodes run from the cluster's images (KubeVirt's control plane stays on the
+# host's node: e2e/local/kubevirt places it there).
+E2E_NODE_ARCHIVES = $(addprefix $(E2E_LOCAL_IMAGES)/,pause.tar rtprobe.tar manager.tar nic-agent.tar e2e-guest.tar) \
+	$(addprefix $(E2E_KUBEVIRT_IMAGES)/,virt-handler.tar virt-launcher.tar)
+
+.PHONY: e2e-local-nodes-prereqs
+e2e-local-nodes-prereqs: ## Install the Debian packages the node VMs need (e2e/prereqs.sh nodes: QEMU, qemu-img, mke2fs, mmdebstrap) as root, or name the missing ones.
+	$(E2E_PREREQS) nodes
+
+.PHONY: e2e-local-node-image
+e2e-local-node-image: e2e-local-nodes-prereqs ## Build the node VMs' disk and kernel (Debian E2E_NODE_SUITE, systemd, containerd, its kernel and modules) into E2E_NODE_IMAGE.
+	SUITE=$(E2E_NODE_SUITE) e2e/local/node-image.sh $(E2E_NODE_IMAGE)
+
+.PHONY: e2e-local-nodes-up
+e2e-local-nodes-up: e2e-local-node-image ## Add E2E_LOCAL_NODES worker nodes that are QEMU VMs (TCG, 4 vCPUs each) to the running local cluster (make e2e-local-up first).
+	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) NODE_IMAGE=$(E2E_NODE_IMAGE) E2E_LOCAL_NODES=$(E2E_LOCAL_NODES) \
+		MULTUS_BIN=$(abspath $(E2E_LOCAL_MULTUS)) WHEREABOUTS_BIN=$(abspath $(E2E_LOCAL_WHEREABOUTS)) \
+		IMAGE_ARCHIVES="$(E2E_NODE_ARCHIVES)" e2e/local/nodes-up.sh
+
+.PHONY: e2e-local-nodes-down
+e2e-local-nodes-down: ## Stop the node VMs (e2e-local-down stops them too).
+	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) e2e/local/nodes-down.sh
 
 .PHONY: e2e-local-check
 e2e-local-check: e2e-local-prereqs ## Check the running local cluster: a Guaranteed pod gets an exclusive CPU; Multus attaches a NAD's second network with a whereabouts address; a ClusterIP Service answers (kube-proxy).

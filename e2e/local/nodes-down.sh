@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Stops the node VMs nodes-up.sh started (each QEMU by its pid file) and removes what it
+# added on the host: the taps, the routes to the nodes' pod CIDRs, the bridge and the
+# forwarding rules. The nodes' disks go with the next bring-up; down.sh calls this first.
+set -euo pipefail
+# shellcheck source=e2e/local/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+for pidfile in "$RUN"/node-*.pid; do
+  [[ -e $pidfile ]] || continue
+  name=$(basename "$pidfile" .pid)
+  name=${name#node-}
+  pid=$(cat "$pidfile")
+  if kill -0 "$pid" 2>/dev/null; then
+    log "stopping node VM $name (QEMU pid $pid)"
+    kill "$pid" 2>/dev/null || true
+    for ((i = 0; i < 20; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$pidfile"
+done
+for ((i = 1; i <= 16; i++)); do
+  ip route del "$(node_pod_cidr "$i")" 2>/dev/null || true
+  for k in 0 1; do ip link delete "$(node_tap "$i" "$k")" 2>/dev/null || true; done
+done
+ip link delete "$NODES_BRIDGE" 2>/dev/null || true
+for net in "$NODES_CIDR" "$CLUSTER_POD_CIDR"; do
+  for dir in -s -d; do
+    while iptables -D FORWARD "$dir" "$net" -m comment --comment "isochron e2e-local nodes" -j ACCEPT 2>/dev/null; do :; done
+  done
+done

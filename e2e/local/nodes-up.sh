@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# Adds worker nodes that are virtual machines to the running local cluster (up.sh):
+#
+#   NODE_IMAGE=DIR E2E_LOCAL_NODES=N e2e/local/nodes-up.sh
+#
+# Each node is a QEMU VM under software emulation (TCG: KVM guests hang on this
+# machine), booting Debian's kernel and systemd from node-image.sh's disk, with its own
+# copy-on-write disk. Its NICs are taps: the first on the bridge $NODES_BRIDGE, whose
+# address on the host is every node's gateway (the host routes each node's pod CIDR to
+# it, so pods reach each other across nodes without encapsulation), the second on the RT
+# network's bridge $RT_BRIDGE, which so spans every node. Two read-only 9p shares hand
+# it what it runs: its own directory (node.env, certificates, kubeconfigs, the kubelet's
+# and kube-proxy's configurations, the CNI configuration, boot.sh) and the binaries and
+# image archives make built. nodes-down.sh (called by down.sh) stops them.
+set -euo pipefail
+# shellcheck source=e2e/local/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+[[ -n ${NODE_IMAGE:-} && -f $NODE_IMAGE/done ]] || die "NODE_IMAGE ($NODE_IMAGE) is not built: make e2e-local-node-image"
+kubectl_ get --raw /readyz >/dev/null 2>&1 || die "the local cluster is not up: make e2e-local-up"
+command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 is missing: e2e/prereqs.sh nodes"
+count=${E2E_LOCAL_NODES:-1}
+api_ip=${E2E_LOCAL_NODE_IP:-$(hostname -I | awk '{print $1}')}
+pki=$STATE/pki
+nodes=$STATE/nodes
+mkdir -p "$nodes"
+
+# The host side of the node network, and what it forwards.
+if ! ip link show "$NODES_BRIDGE" >/dev/null 2>&1; then
+  ip link add "$NODES_BRIDGE" type bridge
+  ip addr add "$NODES_GATEWAY/${NODES_CIDR#*/}" dev "$NODES_BRIDGE"
+fi
+ip link set "$NODES_BRIDGE" up
+for net in "$NODES_CIDR" "$CLUSTER_POD_CIDR"; do
+  for dir in -s -d; do
+    fwd=(FORWARD "$dir" "$net" -m comment --comment "isochron e2e-local nodes" -j ACCEPT)
+    iptables -C "${fwd[@]}" 2>/dev/null || iptables -A "${fwd[@]}"
+  done
+done
+
+# The binaries and image archives, in one directory for the second share (hard links:
+# 9p shows symbolic links as links, which the guest would resolve in its own tree).
+share_bin=$nodes/bin
+rm -rf "$share_bin" && mkdir -p "$share_bin/images"
+for b in "$KUBE_BIN/kubelet" "$KUBE_BIN/kube-proxy" "$MULTUS_BIN" "$WHEREABOUTS_BIN"; do
+  ln "$b" "$share_bin/$(basename "$b")" 2>/dev/null || cp "$b" "$share_bin/"
+done
+for a in ${IMAGE_ARCHIVES:-}; do
+  ln "$a" "$share_bin/images/" 2>/dev/null || cp "$a" "$share_bin/images/"
+done
+
+# embedded_kubeconfig CERT USER: a kubeconfig for the node, certificates inline (the
+# paths of the host mean nothing there), the API server at the host's address.
+embedded_kubeconfig() {
+  local cert=$1 user=$2
+  cat <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: e2e-local
+  cluster:
+    server: https://$api_ip:$API_PORT
+    certificate-authority-data: $(base64 -w0 "$pki/ca.crt")
+users:
+- name: $user
+  user:
+    client-certificate-data: $(base64 -w0 "$pki/$cert.crt")
+    client-key-data: $(base64 -w0 "$pki/$cert.key")
+contexts:
+- name: e2e-local
+  context: {cluster: e2e-local, user: $user}
+current-context: e2e-local
+KC
+}
+
+for ((i = 1; i <= count; i++)); do
+  name=$(node_name "$i") ip=$(node_ip "$i") cidr=$(node_pod_cidr "$i")
+  dir=$nodes/$name share=$nodes/$name/share
+  if alive "node-$name"; then log "node $name runs already"; continue; fi
+  rm -rf "$dir" && mkdir -p "$share/pki"
+  "$repo/e2e/local/certs.sh" "$STATE" "$name" "$ip" "$API_PORT" --node
+  cp "$pki/ca.crt" "$share/pki/"
+  cp "$pki/kubelet-serving-$name.crt" "$share/pki/kubelet-serving.crt"
+  cp "$pki/kubelet-serving-$name.key" "$share/pki/kubelet-serving.key"
+  embedded_kubeconfig "kubelet-$name" "system:node:$name" >"$share/kubelet.kubeconfig"
+  embedded_kubeconfig kube-proxy system:kube-proxy >"$share/kube-proxy.kubeconfig"
+  embedded_kubeconfig multus multus >"$share/multus.kubeconfig"
+  embedded_kubeconfig whereabouts whereabouts >"$share/whereabouts.kubeconfig"
+  cp "$repo/e2e/local/node/boot.sh" "$share/boot.sh"
+  grep '^nameserver' /etc/resolv.conf >"$share/resolv.conf" || echo "nameserver 127.0.0.1" >"$share/resolv.conf"
+  cat >"$share/node.env" <<ENV
+NODE_NAME=$name
+NODE_IP=$ip
+NODE_PREFIX=${NODES_CIDR#*/}
+NODE_MAC=$(node_mac "$i" 0)
+RT_MAC=$(node_mac "$i" 1)
+GATEWAY=$NODES_GATEWAY
+RT_BRIDGE=$RT_BRIDGE
+HUGEPAGES=$NODE_HUGEPAGES
+NODE_LABELS=$NODE_LABELS
+ENV
+  cat >"$share/kubelet.yaml" <<YAML
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: /etc/kubernetes/pki/ca.crt}
+authorization: {mode: Webhook}
+tlsCertFile: /etc/kubernetes/pki/kubelet-serving.crt
+tlsPrivateKeyFile: /etc/kubernetes/pki/kubelet-serving.key
+readOnlyPort: 0
+containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
+cgroupDriver: systemd
+failSwapOn: false
+cpuManagerPolicy: static
+reservedSystemCPUs: "0"
+clusterDomain: cluster.local
+resolvConf: /etc/resolv.conf
+serializeImagePulls: false
+evictionHard: {memory.available: 100Mi, nodefs.available: 2%, imagefs.available: 2%}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+YAML
+  cat >"$share/kube-proxy.yaml" <<YAML
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: /etc/kubernetes/kube-proxy.kubeconfig}
+mode: iptables
+hostnameOverride: $name
+clusterCIDR: $CLUSTER_POD_CIDR
+conntrack: {maxPerCore: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+YAML
+  cat >"$share/containerd.toml" <<TOML
+version = 2
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$PAUSE_IMAGE"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = true
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/opt/cni/bin"
+    conf_dir = "/etc/cni/net.d"
+TOML
+  cat >"$share/whereabouts.conf" <<JSON
+{"datastore": "kubernetes", "kubernetes": {"kubeconfig": "/etc/kubernetes/whereabouts.kubeconfig"}}
+JSON
+  cat >"$share/00-multus.conf" <<JSON
+{
+  "cniVersion": "0.4.0",
+  "name": "multus-cni-network",
+  "type": "multus",
+  "kubeconfig": "/etc/kubernetes/multus.kubeconfig",
+  "binDir": "/opt/cni/bin",
+  "delegates": [{
+    "cniVersion": "0.4.0",
+    "name": "e2e-local",
+    "plugins": [{
+      "type": "bridge", "bridge": "e2elocal0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+      "ipam": {"type": "host-local", "ranges": [[{"subnet": "$cidr"}]], "routes": [{"dst": "0.0.0.0/0"}]}
+    }]
+  }]
+}
+JSON
+
+  # Its taps, its route, its disk (fresh each bring-up, as the host's kubelet root is).
+  for tap in "$(node_tap "$i" 0):$NODES_BRIDGE" "$(node_tap "$i" 1):$RT_BRIDGE"; do
+    ip link show "${tap%%:*}" >/dev/null 2>&1 || ip tuntap add dev "${tap%%:*}" mode tap
+    ip link set "${tap%%:*}" master "${tap#*:}" up
+  done
+  ip route replace "$cidr" via "$ip"
+  qemu-img create -q -f qcow2 -F raw -b "$NODE_IMAGE/rootfs.img" "$dir/disk.qcow2"
+
+  log "starting node VM $name ($ip, pods $cidr; $NODE_CPUS vCPUs, $NODE_MEMORY memory, TCG)"
+  qemu-system-x86_64 -name "$name" -machine q35 -accel tcg,thread=multi,tb-size=512 -cpu max \
+    -smp "$NODE_CPUS" -m "$NODE_MEMORY" -nodefaults -display none -no-user-config \
+    -kernel "$NODE_IMAGE/vmlinuz" -initrd "$NODE_IMAGE/initrd.img" \
+    -append "console=ttyS0 root=/dev/vda rw net.ifnames=0 systemd.show_status=0 mitigations=off" \
+    -drive "file=$dir/disk.qcow2,if=virtio,format=qcow2,cache=unsafe,discard=unmap" \
+    -netdev "tap,id=net0,ifname=$(node_tap "$i" 0),script=no,downscript=no" -device "virtio-net-pci,netdev=net0,mac=$(node_mac "$i" 0)" \
+    -netdev "tap,id=net1,ifname=$(node_tap "$i" 1),script=no,downscript=no" -device "virtio-net-pci,netdev=net1,mac=$(node_mac "$i" 1)" \
+    -virtfs "local,path=$share,mount_tag=isonode,security_model=none,readonly=on" \
+    -virtfs "local,path=$share_bin,mount_tag=isobin,security_model=none,readonly=on" \
+    -serial "file:$LOGS/node-$name.console.log" -monitor "unix:$dir/monitor.sock,server,nowait" \
+    -daemonize -pidfile "$RUN/node-$name.pid"
+done
+
+t0=$SECONDS
+for ((i = 1; i <= count; i++)); do
+  name=$(node_name "$i")
+  wait_for "node $name" "$NODE_BOOT_TIMEOUT" kubectl_ get node "$name"
+  kubectl_ wait --for=condition=Ready "node/$name" --timeout="${NODE_BOOT_TIMEOUT}s" >/dev/null ||
+    die "node $name is not Ready; see $LOGS/node-$name.console.log"
+  log "node $name Ready ($((SECONDS - t0)) s after the VMs started)"
+done
+kubectl_ get nodes -o wide
