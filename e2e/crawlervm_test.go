@@ -375,12 +375,16 @@ func handlerPod(ctx context.Context, t *testing.T, node string) *corev1.Pod {
 	return nil
 }
 
-// cpuSet reads the CPUs a container may run on from inside it: the cgroup v2 cpuset,
-// else the v1 one, else the kernel's Cpus_allowed_list of the reading process.
+// cpuSet reads the CPUs a container may run on from inside it: its own cgroup's cpuset
+// (v2, else v1), found by the path /proc/self/cgroup gives (a privileged container may
+// see the host's cgroup tree, whose root holds every CPU: virt-handler on a node booted
+// by systemd), else the kernel's Cpus_allowed_list of the reading process.
 func cpuSet(t *testing.T, ns, pod, container string) []int {
 	t.Helper()
-	script := `cat /sys/fs/cgroup/cpuset.cpus.effective 2>/dev/null ||
-cat /sys/fs/cgroup/cpuset/cpuset.effective_cpus 2>/dev/null ||
+	script := `p=$(sed -n 's/^0:://p' /proc/self/cgroup)
+if [ -n "$p" ] && [ -r "/sys/fs/cgroup$p/cpuset.cpus.effective" ]; then cat "/sys/fs/cgroup$p/cpuset.cpus.effective"; exit; fi
+p=$(sed -n 's/^[0-9]*:cpuset://p' /proc/self/cgroup)
+if [ -n "$p" ] && [ -r "/sys/fs/cgroup/cpuset$p/cpuset.effective_cpus" ]; then cat "/sys/fs/cgroup/cpuset$p/cpuset.effective_cpus"; exit; fi
 sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status`
 	args := []string{"exec", "-n", ns, pod, "-c", container, "--", "sh", "-c", script}
 	out, err := exec.Command(kubectl, args...).Output()
