@@ -81,7 +81,7 @@ alive() { [[ -f $RUN/$1.pid ]] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null; }
 
 # wait_for WHAT SECONDS COMMAND...: retry COMMAND once a second.
 wait_for() {
-  local what=$1 secs=$2
+  local what=$1 secs=$2 i
   shift 2
   for ((i = 0; i < secs; i++)); do
     if "$@" >/dev/null 2>&1; then return 0; fi

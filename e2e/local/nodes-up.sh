@@ -38,16 +38,17 @@ for net in "$NODES_CIDR" "$CLUSTER_POD_CIDR"; do
   done
 done
 
-# The binaries and image archives, in one directory for the second share (hard links:
+# The binaries, in one directory for the second share (hard links:
 # 9p shows symbolic links as links, which the guest would resolve in its own tree).
 share_bin=$nodes/bin
-rm -rf "$share_bin" && mkdir -p "$share_bin/images"
+rm -rf "$share_bin" && mkdir -p "$share_bin"
 for b in "$KUBE_BIN/kubelet" "$KUBE_BIN/kube-proxy" "$MULTUS_BIN" "$WHEREABOUTS_BIN"; do
   ln "$b" "$share_bin/$(basename "$b")" 2>/dev/null || cp "$b" "$share_bin/"
 done
-for a in ${IMAGE_ARCHIVES:-}; do
-  ln "$a" "$share_bin/images/" 2>/dev/null || cp "$a" "$share_bin/images/"
-done
+# The cluster's images, imported here into containerd's layout on a disk of their own:
+# each node mounts a copy-on-write overlay of it on /var/lib/containerd.
+# shellcheck disable=SC2086 # the archives are a list of paths without spaces
+"$repo/e2e/local/node-images.sh" "$nodes/images.img" ${IMAGE_ARCHIVES:?IMAGE_ARCHIVES is not set}
 
 # embedded_kubeconfig CERT USER: a kubeconfig for the node, certificates inline (the
 # paths of the host mean nothing there), the API server at the host's address.
@@ -78,6 +79,9 @@ for ((i = 1; i <= count; i++)); do
   dir=$nodes/$name share=$nodes/$name/share
   if alive "node-$name"; then log "node $name runs already"; continue; fi
   rm -rf "$dir" && mkdir -p "$share/pki"
+  # A fresh disk is a new node: the Node object of an earlier bring-up (etcd outlives
+  # down.sh without PURGE=1) would report Ready before this kubelet ran.
+  kubectl_ delete node "$name" --ignore-not-found >/dev/null
   "$repo/e2e/local/certs.sh" "$STATE" "$name" "$ip" "$API_PORT" --node
   cp "$pki/ca.crt" "$share/pki/"
   cp "$pki/kubelet-serving-$name.crt" "$share/pki/kubelet-serving.crt"
@@ -174,6 +178,7 @@ JSON
   done
   ip route replace "$cidr" via "$ip"
   qemu-img create -q -f qcow2 -F raw -b "$NODE_IMAGE/rootfs.img" "$dir/disk.qcow2"
+  qemu-img create -q -f qcow2 -F raw -b "$nodes/images.img" "$dir/images.qcow2"
 
   log "starting node VM $name ($ip, pods $cidr; $NODE_CPUS vCPUs, $NODE_MEMORY memory, TCG)"
   qemu-system-x86_64 -name "$name" -machine q35 -accel tcg,thread=multi,tb-size=512 -cpu max \
@@ -181,6 +186,7 @@ JSON
     -kernel "$NODE_IMAGE/vmlinuz" -initrd "$NODE_IMAGE/initrd.img" \
     -append "console=ttyS0 root=/dev/vda rw net.ifnames=0 systemd.show_status=0 mitigations=off" \
     -drive "file=$dir/disk.qcow2,if=virtio,format=qcow2,cache=unsafe,discard=unmap" \
+    -drive "file=$dir/images.qcow2,if=virtio,format=qcow2,cache=unsafe,discard=unmap" \
     -netdev "tap,id=net0,ifname=$(node_tap "$i" 0),script=no,downscript=no" -device "virtio-net-pci,netdev=net0,mac=$(node_mac "$i" 0)" \
     -netdev "tap,id=net1,ifname=$(node_tap "$i" 1),script=no,downscript=no" -device "virtio-net-pci,netdev=net1,mac=$(node_mac "$i" 1)" \
     -virtfs "local,path=$share,mount_tag=isonode,security_model=none,readonly=on" \

@@ -67,17 +67,14 @@ install -m 0644 "$share"/containerd.toml /etc/containerd/config.toml
 install -m 0644 "$share"/00-multus.conf /etc/cni/net.d/
 install -m 0644 "$share"/whereabouts.conf /etc/cni/net.d/whereabouts.d/
 
+# containerd's root is the image disk (node-images.sh): the cluster's images, imported on
+# the host (none can be pulled).
+mkdir -p /var/lib/containerd
+mountpoint -q /var/lib/containerd || mount -o noatime LABEL=isoimages /var/lib/containerd ||
+  { log "no image disk (label isoimages)"; exit 1; }
 systemctl start containerd
 for ((i = 0; i < 120; i++)); do ctr version >/dev/null 2>&1 && break; sleep 1; done
-# The cluster's images, once per archive (none can be pulled).
-mkdir -p /var/lib/isochron-node
-for archive in "$bin"/images/*.tar; do
-  stamp=/var/lib/isochron-node/$(basename "$archive").$(stat -c %s-%Y "$archive")
-  [[ -f $stamp ]] && continue
-  log "importing $(basename "$archive")"
-  ctr -n k8s.io images import "$archive" >/dev/null
-  touch "$stamp"
-done
+log "containerd has $(ctr -n k8s.io images ls -q | wc -l) images"
 
 systemctl reset-failed kube-proxy kubelet 2>/dev/null || true
 systemd-run --unit=kube-proxy -p Restart=always -p RestartSec=2 \
