@@ -124,7 +124,7 @@ spec:
 ---
 apiVersion: v1
 kind: Node
-metadata: {name: small, labels: {kubevirt.io/cpumanager: "true", kubevirt.io/realtime: "true"}}
+metadata: {name: small, labels: {kubevirt.io/schedulable: "true", kubevirt.io/cpumanager: "true", kubevirt.io/realtime: "true"}}
 status: {allocatable: {cpu: "4", memory: 8Gi, hugepages-2Mi: 4Gi}}
 `
 	cases := map[string]struct {
@@ -190,7 +190,7 @@ func TestPlanGolden(t *testing.T) {
 func TestPlanExitCodes(t *testing.T) {
 	const node = `apiVersion: v1
 kind: Node
-metadata: {name: n1, labels: {kubevirt.io/cpumanager: "true", kubevirt.io/realtime: "true"}}
+metadata: {name: n1, labels: {kubevirt.io/schedulable: "true", kubevirt.io/cpumanager: "true", kubevirt.io/realtime: "true"}}
 status: {allocatable: {cpu: "14", memory: 60Gi, hugepages-2Mi: 16Gi}, capacity: {cpu: "16"}}
 `
 	const crawler = `apiVersion: isochron.io/v1alpha1

@@ -95,10 +95,11 @@ func benchInventory(crawlers, nodes int, light bool) *Inventory {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 			Name: fmt.Sprintf("node-%04d", i),
 			Labels: map[string]string{
-				corev1.LabelHostname:     fmt.Sprintf("node-%04d", i),
-				"isochron.io/node-class": c.name,
-				kubevirtv1.CPUManager:    "true",
-				kubevirtv1.RealtimeLabel: "true",
+				corev1.LabelHostname:       fmt.Sprintf("node-%04d", i),
+				"isochron.io/node-class":   c.name,
+				kubevirtv1.NodeSchedulable: "true",
+				kubevirtv1.CPUManager:      "true",
+				kubevirtv1.RealtimeLabel:   "true",
 			},
 		}}
 		n.Status.Capacity = corev1.ResourceList{

@@ -57,6 +57,7 @@ const (
 	misfitNotReady
 	misfitSelector
 	misfitTaint
+	misfitNoKubeVirt
 	misfitNoCPUManager
 	misfitNoRealtime
 )
@@ -75,6 +76,11 @@ func constraint(d *decision, n *Node) misfit {
 		return misfitSelector
 	case untoleratedTaint(n.Taints, d.req.Tolerations) != nil:
 		return misfitTaint
+	// KubeVirt runs VMs only where its virt-handler runs and is ready: every launcher pod
+	// requires kubevirt.io/schedulable=true, which virt-handler sets on its node (and
+	// virt-controller clears when its heartbeat stops).
+	case n.Labels[kubevirtv1.NodeSchedulable] != "true":
+		return misfitNoKubeVirt
 	// KubeVirt schedules dedicated-CPU VMIs only on nodes labelled kubevirt.io/cpumanager
 	// (the static CPU Manager policy), and virt-controller requires kubevirt.io/realtime
 	// of every realtime VMI, as dedicated crawlers are.
@@ -100,6 +106,8 @@ func (m misfit) reason(d *decision, n *Node) string {
 	case misfitTaint:
 		t := untoleratedTaint(n.Taints, d.req.Tolerations)
 		return fmt.Sprintf("taint %s=%s:%s not tolerated by spec.placement.tolerations", t.Key, t.Value, t.Effect)
+	case misfitNoKubeVirt:
+		return fmt.Sprintf("KubeVirt runs no VMs here (label %s=true: no ready virt-handler)", kubevirtv1.NodeSchedulable)
 	case misfitNoCPUManager:
 		return fmt.Sprintf("no static CPU Manager (label %s=true) for cpuPlacement dedicated", kubevirtv1.CPUManager)
 	case misfitNoRealtime:

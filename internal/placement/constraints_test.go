@@ -10,7 +10,8 @@ import (
 )
 
 func TestConstraint(t *testing.T) {
-	rt := map[string]string{kubevirtv1.CPUManager: "true", kubevirtv1.RealtimeLabel: "true", "pool": "rt"}
+	rt := map[string]string{kubevirtv1.NodeSchedulable: "true", kubevirtv1.CPUManager: "true", kubevirtv1.RealtimeLabel: "true", "pool": "rt"}
+	kv := map[string]string{kubevirtv1.NodeSchedulable: "true"}
 	taint := corev1.Taint{Key: "rt", Value: "only", Effect: corev1.TaintEffectNoSchedule}
 	for _, tc := range []struct {
 		name   string
@@ -27,11 +28,15 @@ func TestConstraint(t *testing.T) {
 		{"taint tolerated", Node{Name: "a", Labels: rt, Taints: []corev1.Taint{taint}},
 			Request{Tolerations: []corev1.Toleration{{Key: "rt", Operator: corev1.TolerationOpExists}}}, fitsNode, ""},
 		{"prefer-no-schedule ignored", Node{Name: "a", Labels: rt, Taints: []corev1.Taint{{Key: "x", Effect: corev1.TaintEffectPreferNoSchedule}}}, Request{}, fitsNode, ""},
-		{"no CPU Manager", Node{Name: "a", Labels: map[string]string{kubevirtv1.RealtimeLabel: "true"}}, Request{}, misfitNoCPUManager,
+		{"no KubeVirt", Node{Name: "a", Labels: map[string]string{kubevirtv1.CPUManager: "true", kubevirtv1.RealtimeLabel: "true"}}, Request{}, misfitNoKubeVirt,
+			"KubeVirt runs no VMs here (label kubevirt.io/schedulable=true: no ready virt-handler)"},
+		{"KubeVirt's handler gone", Node{Name: "a", Labels: map[string]string{kubevirtv1.NodeSchedulable: "false"}}, Request{Demand: sizing.Demand{RPS: 1}}, misfitNoKubeVirt,
+			"KubeVirt runs no VMs here (label kubevirt.io/schedulable=true: no ready virt-handler)"},
+		{"no CPU Manager", Node{Name: "a", Labels: map[string]string{kubevirtv1.NodeSchedulable: "true", kubevirtv1.RealtimeLabel: "true"}}, Request{}, misfitNoCPUManager,
 			"no static CPU Manager (label kubevirt.io/cpumanager=true) for cpuPlacement dedicated"},
-		{"no realtime", Node{Name: "a", Labels: map[string]string{kubevirtv1.CPUManager: "true"}}, Request{}, misfitNoRealtime,
+		{"no realtime", Node{Name: "a", Labels: map[string]string{kubevirtv1.NodeSchedulable: "true", kubevirtv1.CPUManager: "true"}}, Request{}, misfitNoRealtime,
 			"no realtime support (label kubevirt.io/realtime=true) for the realtime guest of cpuPlacement dedicated"},
-		{"shared needs neither", Node{Name: "a"}, Request{Demand: sizing.Demand{RPS: 1}}, fitsNode, ""},
+		{"shared needs neither", Node{Name: "a", Labels: kv}, Request{Demand: sizing.Demand{RPS: 1}}, fitsNode, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := tc.req

@@ -22,7 +22,7 @@ const gi = int64(1) << 30
 func rtNode(name string, cpus int64) Node {
 	return Node{
 		Name:           name,
-		Labels:         map[string]string{kubevirtv1.CPUManager: "true", kubevirtv1.RealtimeLabel: "true", corev1.LabelHostname: name},
+		Labels:         map[string]string{kubevirtv1.NodeSchedulable: "true", kubevirtv1.CPUManager: "true", kubevirtv1.RealtimeLabel: "true", corev1.LabelHostname: name},
 		CPUMilli:       (cpus - 2) * 1000,
 		MemoryBytes:    64 * gi,
 		HugepagesBytes: 16 * gi,
@@ -127,7 +127,7 @@ func TestPlace(t *testing.T) {
 		},
 		"dedicated needs the CPU Manager label": {
 			req:    Request{Key: "bms/new", Demand: demand(100)},
-			nodes:  []Node{{Name: "plain", CPUMilli: 8000, CapacityCPUs: 8, MemoryBytes: 8 * gi, HugepagesBytes: 8 * gi}},
+			nodes:  []Node{{Name: "plain", Labels: map[string]string{kubevirtv1.NodeSchedulable: "true"}, CPUMilli: 8000, CapacityCPUs: 8, MemoryBytes: 8 * gi, HugepagesBytes: 8 * gi}},
 			reason: "plain: no static CPU Manager",
 		},
 		"dedicated needs KubeVirt's realtime label": {
@@ -141,7 +141,7 @@ func TestPlace(t *testing.T) {
 		},
 		"shared runs without the CPU Manager label": {
 			req:   Request{Key: "bms/new", Demand: demand(50, shared, func(d *sizing.Demand) { d.Tolerance = 100 * time.Millisecond })},
-			nodes: []Node{{Name: "plain", CPUMilli: 8000, CapacityCPUs: 8, MemoryBytes: 8 * gi}},
+			nodes: []Node{{Name: "plain", Labels: map[string]string{kubevirtv1.NodeSchedulable: "true"}, CPUMilli: 8000, CapacityCPUs: 8, MemoryBytes: 8 * gi}},
 			node:  "plain",
 		},
 		"hugepages are checked": {

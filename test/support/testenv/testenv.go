@@ -223,7 +223,7 @@ func writeKubeConfig(env *envtest.Environment, name, path string) error {
 // cpus CPUs of which 2 are reserved for the host, 2Mi hugepages.
 func RTNode(name string, cpus int64, labels ...string) *corev1.Node {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-		kubevirtv1.CPUManager: "true", kubevirtv1.RealtimeLabel: "true", corev1.LabelHostname: name,
+		kubevirtv1.NodeSchedulable: "true", kubevirtv1.CPUManager: "true", kubevirtv1.RealtimeLabel: "true", corev1.LabelHostname: name,
 	}}}
 	for i := 0; i+1 < len(labels); i += 2 {
 		n.Labels[labels[i]] = labels[i+1]
