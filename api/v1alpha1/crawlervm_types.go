@@ -281,8 +281,8 @@ const (
 	TriggerMoved ProbeTrigger = "Moved"
 	// TriggerSchedule: spec.probe.schedule fired.
 	TriggerSchedule ProbeTrigger = "Schedule"
-	// TriggerRetry: the last probe of the spec failed or timed out, and its backoff
-	// passed.
+	// TriggerRetry: the last probe of the spec failed, timed out or received no traffic,
+	// and its backoff passed.
 	TriggerRetry ProbeTrigger = "Retry"
 )
 
@@ -340,8 +340,8 @@ type ProbeResult struct {
 	// +kubebuilder:validation:MaxLength=2048
 	Message string `json:"message,omitempty"`
 	// consecutiveFailures is how many probes of this spec and VMI in a row, this one
-	// included, failed or timed out; absent after one that judged. It sets the backoff
-	// before the next try.
+	// included, failed, timed out or received no traffic (NoTraffic); absent after one
+	// that judged. It sets the backoff before the next try.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	ConsecutiveFailures int32 `json:"consecutiveFailures,omitempty"`

@@ -98,7 +98,7 @@ func Outcome(cvm *isov1.CrawlerVM, job *batchv1.Job, termination string, now tim
 		res.Verdict, res.Reason, res.Message, res.IntervalError, res.RTNIC = Judge(cvm, rep)
 	}
 	res.Message = format.Truncate(res.Message, maxMessage)
-	if res.Verdict == isov1.VerdictFailed || res.Verdict == isov1.VerdictTimedOut {
+	if Retried(&res) {
 		res.ConsecutiveFailures = 1
 		if prev := cvm.Status.LastProbe; prev != nil && prev.ObservedGeneration == res.ObservedGeneration &&
 			prev.VMIUID == res.VMIUID && prev.ConsecutiveFailures > 0 {

@@ -318,6 +318,15 @@ func TestNext(t *testing.T) {
 			st:   State{Now: now, VMIUID: "vmi-1", Last: failedAt(now.Add(-10*time.Minute), 6)}, // backoff 32m; started 20m ago
 			want: Decision{Start: &Run{Trigger: isov1.TriggerSchedule, Generation: 3, VMIUID: "vmi-1", Slot: now.Add(-15 * time.Minute)}},
 		},
+		"no traffic (a guest still booting): retried after its backoff": {
+			cvm: crawler(),
+			st: State{Now: now, VMIUID: "vmi-1", Last: func() *isov1.ProbeResult {
+				l := failedAt(now.Add(-time.Minute), 1)
+				l.Verdict, l.Reason = isov1.VerdictInconclusive, isov1.ReasonNoTraffic
+				return l
+			}()},
+			want: Decision{Start: &Run{Trigger: isov1.TriggerRetry, Generation: 3, VMIUID: "vmi-1", Slot: now}},
+		},
 		"inconclusive: no retry before the schedule": {
 			cvm: crawler(),
 			st: State{Now: now, VMIUID: "vmi-1", Last: func() *isov1.ProbeResult {
@@ -526,6 +535,7 @@ func job(conds ...batchv1.JobCondition) *batchv1.Job {
 
 func TestOutcome(t *testing.T) {
 	good, _ := rep(480_000, 2100, 0, 0, 0).Marshal()
+	empty, _ := rep(0, 0, 0, 0, 0).Marshal()
 	withErr := rep(0, 0, 0, 0, 0)
 	withErr.Error = "listening on --listen :8080: address already in use"
 	bad, _ := withErr.Marshal()
@@ -543,6 +553,10 @@ func TestOutcome(t *testing.T) {
 		"complete with a report is judged": {
 			job: job(complete), termination: string(good),
 			verdict: isov1.VerdictConfirmed, reason: isov1.ReasonSLOMet, message: "within the 10ms tolerance",
+		},
+		"complete with no traffic: inconclusive, and counted for the retry": {
+			job: job(complete), termination: string(empty),
+			verdict: isov1.VerdictInconclusive, reason: isov1.ReasonNoTraffic, message: "received no intervals",
 		},
 		"complete without a report": {
 			job: job(complete), termination: "",
@@ -568,7 +582,8 @@ func TestOutcome(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			res := Outcome(crawler(), tc.job, tc.termination, t0.Add(time.Hour))
-			if failed := tc.verdict == isov1.VerdictFailed || tc.verdict == isov1.VerdictTimedOut; (res.ConsecutiveFailures == 1) != failed {
+			failed := tc.verdict == isov1.VerdictFailed || tc.verdict == isov1.VerdictTimedOut || tc.reason == isov1.ReasonNoTraffic
+			if (res.ConsecutiveFailures == 1) != failed {
 				t.Errorf("consecutiveFailures = %d for a %s probe", res.ConsecutiveFailures, tc.verdict)
 			}
 			if res.Verdict != tc.verdict || res.Reason != tc.reason || !strings.Contains(res.Message, tc.message) {

@@ -93,11 +93,13 @@ func Next(cvm *isov1.CrawlerVM, st State) (Decision, error) {
 	return Decision{After: next.Sub(st.Now)}, nil
 }
 
-// Retries of a failed or timed-out probe wait RetryBackoff(n) after the n-th failure in a
-// row: a minute, doubled each time, at most an hour. A probe that failed says nothing of
-// the SLO, so a crawler is not left unmeasured until its next schedule slot or spec
-// change; the doubling keeps a probe that cannot succeed (an image that cannot be pulled,
-// no CPU for the probe pod) from loading the cluster, and the cap keeps trying hourly.
+// Retries of a failed or timed-out probe, or of one that received no traffic, wait
+// RetryBackoff(n) after the n-th in a row: a minute, doubled each time, at most an hour.
+// Such a probe says nothing of the SLO, so a crawler is not left unmeasured until its
+// next schedule slot or spec change (a guest still booting when its first probe ran sends
+// nothing: a few seconds on a real node, minutes on an emulated one); the doubling keeps
+// a probe that cannot succeed (an image that cannot be pulled, no CPU for the probe pod,
+// a guest without the agent) from loading the cluster, and the cap keeps trying hourly.
 const (
 	RetryBackoffBase = time.Minute
 	RetryBackoffMax  = time.Hour
@@ -112,10 +114,16 @@ func RetryBackoff(n int32) time.Duration {
 	return min(d, RetryBackoffMax)
 }
 
-// RetryDue is when a probe after last is due, when last failed or timed out.
+// Retried says whether a probe with result r is tried again after a backoff: it failed,
+// timed out, or received no traffic.
+func Retried(r *isov1.ProbeResult) bool {
+	return r.Verdict == isov1.VerdictFailed || r.Verdict == isov1.VerdictTimedOut ||
+		(r.Verdict == isov1.VerdictInconclusive && r.Reason == isov1.ReasonNoTraffic)
+}
+
+// RetryDue is when a probe after last is due, when last is retried (Retried).
 func RetryDue(last *isov1.ProbeResult) (time.Time, bool) {
-	if last == nil || last.ConsecutiveFailures < 1 || last.CompletionTime == nil ||
-		(last.Verdict != isov1.VerdictFailed && last.Verdict != isov1.VerdictTimedOut) {
+	if last == nil || last.ConsecutiveFailures < 1 || last.CompletionTime == nil || !Retried(last) {
 		return time.Time{}, false
 	}
 	return last.CompletionTime.Add(RetryBackoff(last.ConsecutiveFailures)), true
