@@ -385,6 +385,28 @@ func TestInvalidCrawlerVMsAreRefusedByTheAPIServer(t *testing.T) {
 	}
 }
 
+// Durations as Go writes them (metav1.Duration: "1.5ms", "500µs", "1m0s") are accepted
+// by the schema and its CEL rules, as kubectl users' "500us" is: a client of the Go types
+// that set a sub-millisecond tolerance was refused ("should match") before.
+func TestGoDurationsAreAccepted(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	for i, d := range []time.Duration{500 * time.Microsecond, 1500 * time.Microsecond, 10 * time.Millisecond} {
+		c := crawler(ns, fmt.Sprintf("go-duration-%d", i), withSelector("it", "nowhere"))
+		c.Spec.ErrorBudget.Tolerance = metav1.Duration{Duration: d}
+		c.Spec.Probe = &isov1.Probe{Duration: &metav1.Duration{Duration: 90 * time.Second}}
+		if err := k8s.Create(ctx, c); err != nil {
+			t.Errorf("tolerance %q: %v", d.String(), err)
+			continue
+		}
+		got := &isov1.CrawlerVM{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), got); err != nil || got.Spec.ErrorBudget.Tolerance.Duration != d {
+			t.Errorf("tolerance %q stored as %v (%v)", d.String(), got.Spec.ErrorBudget.Tolerance, err)
+		}
+		_ = k8s.Delete(ctx, c)
+	}
+}
+
 func TestDefaultsAreVisibleOnAStoredMinimalObject(t *testing.T) {
 	ctx := context.Background()
 	u := &unstructured.Unstructured{Object: testcases.ValidObject()}

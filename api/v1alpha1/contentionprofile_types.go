@@ -40,7 +40,7 @@ type CrawlerProfile struct {
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('10s')",message="crawler.cpuPerRequest must be greater than 0 and at most 10s, for example 1400us"
 	CPUPerRequest *metav1.Duration `json:"cpuPerRequest,omitempty"`
 
@@ -72,7 +72,7 @@ type CrawlerProfile struct {
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+$`
 	OverloadPenalty *metav1.Duration `json:"overloadPenalty,omitempty"`
 }
 
@@ -83,7 +83,7 @@ type HostProfile struct {
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+$`
 	IOCostPerRequest *metav1.Duration `json:"ioCostPerRequest,omitempty"`
 
 	// schedulerGranularity is how long a runnable vCPU waits for a CPU when the shared
@@ -92,7 +92,7 @@ type HostProfile struct {
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+$`
 	SchedulerGranularity *metav1.Duration `json:"schedulerGranularity,omitempty"`
 
 	// reservedCPUs are the CPUs the host I/O path and housekeeping run on (kubelet

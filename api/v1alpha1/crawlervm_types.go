@@ -91,7 +91,7 @@ type ErrorBudget struct {
 	// +required
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('10s')",message="spec.errorBudget.tolerance must be greater than 0 and at most 10s, for example 10ms"
 	Tolerance metav1.Duration `json:"tolerance,omitzero"` //nolint:kubeapilinter // requiredfields: zero is refused by the CEL rule (> 0), which the linter cannot read.
 
@@ -156,7 +156,7 @@ type RTNIC struct {
 	// +required
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('1s')",message="spec.rtNIC.deadline must be greater than 0 and at most 1s, for example 5ms"
 	Deadline metav1.Duration `json:"deadline,omitzero"` //nolint:kubeapilinter // requiredfields: zero is refused by the CEL rule (> 0), which the linter cannot read.
 
@@ -244,7 +244,7 @@ type Probe struct {
 	// +kubebuilder:default="20m"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s') && duration(self) <= duration('24h')",message="spec.probe.duration must be at least 10s and at most 24h, for example 20m"
 	Duration *metav1.Duration `json:"duration,omitempty"`
 }
