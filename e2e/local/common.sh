@@ -58,8 +58,12 @@ NODE_CPUS=${E2E_NODE_CPUS:-4}
 NODE_MEMORY=${E2E_NODE_MEMORY:-6G}
 NODE_HUGEPAGES=${E2E_NODE_HUGEPAGES:-512}
 NODE_LABELS=isochron.io/e2e-node=vm
+# The node VMs' RT uplink (their second NIC, renamed by boot.sh), a port of $RT_BRIDGE
+# there: the NIC agent test names it in the multi-node run (E2E_RT_UPLINK).
+NODE_RT_UPLINK=rtuplink0
 # Under software emulation a node boots, imports the images and joins in minutes.
 NODE_BOOT_TIMEOUT=${E2E_NODE_BOOT_TIMEOUT:-1200}
+NODE_REGISTER_TIMEOUT=${E2E_NODE_REGISTER_TIMEOUT:-360}
 node_name() { echo "e2e-node-$1"; }
 node_ip() { echo "10.250.0.$((10 + $1))"; }
 node_pod_cidr() { echo "10.244.$1.0/24"; }

@@ -6,6 +6,8 @@ set -euo pipefail
 # shellcheck source=e2e/local/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
+# The VMs run on the host's node again, under software emulation (e2e/local/kubevirt).
+stopped=false
 for pidfile in "$RUN"/node-*.pid; do
   [[ -e $pidfile ]] || continue
   name=$(basename "$pidfile" .pid)
@@ -18,7 +20,11 @@ for pidfile in "$RUN"/node-*.pid; do
     kill -9 "$pid" 2>/dev/null || true
   fi
   rm -f "$pidfile"
+  stopped=true
 done
+if $stopped && kubectl_ get --raw /readyz >/dev/null 2>&1; then
+  kubectl_ apply --server-side -k "$repo/e2e/local/kubevirt" >/dev/null || log "could not restore KubeVirt's CR (e2e/local/kubevirt)"
+fi
 for ((i = 1; i <= 16; i++)); do
   ip route del "$(node_pod_cidr "$i")" 2>/dev/null || true
   for k in 0 1; do ip link delete "$(node_tap "$i" "$k")" 2>/dev/null || true; done

@@ -9,6 +9,8 @@ E2E_ARTIFACTS ?= $(LOCALBIN)/e2e-artifacts
 E2E_LOCAL_STATE ?= $(LOCALBIN)/e2e-local
 E2E_LOCAL_IMAGES := $(E2E_LOCAL_STATE)/images
 KIND_CLUSTER ?= isochron-e2e
+# How long one run of the suite may take (go test -timeout).
+E2E_TIMEOUT ?= 45m
 KIND ?= $(LOCALBIN)/kind-$(KIND_VERSION)
 SHELLCHECK ?= shellcheck
 SHELL_SCRIPTS = $(wildcard e2e/*.sh e2e/*/*.sh e2e/*/*/*.sh hack/*/*.sh)
@@ -23,7 +25,7 @@ E2E_GUEST_IMAGE ?= quay.io/kubevirt/cirros-container-disk-demo:$(KUBEVIRT_VERSIO
 e2e: $(KUSTOMIZE) $(ENVTEST_ASSETS)/kubectl ## Run the e2e suite against the cluster of KUBECONFIG (KubeVirt, Multus, static CPU Manager), deploying IMG, NIC_AGENT_IMG and PROBE_IMG.
 	E2E_IMG=$(IMG) E2E_NIC_AGENT_IMG=$(NIC_AGENT_IMG) E2E_PROBE_IMG=$(PROBE_IMG) E2E_GUEST_IMAGE=$(E2E_GUEST_IMAGE) E2E_ARTIFACTS=$(E2E_ARTIFACTS) \
 		KUSTOMIZE=$(KUSTOMIZE) KUBECTL=$(ENVTEST_ASSETS)/kubectl \
-		$(GO) test -tags e2e ./e2e/... -count=1 -v -timeout 45m
+		$(GO) test -tags e2e ./e2e/... -count=1 -v -timeout $(E2E_TIMEOUT) $(E2E_GO_TEST_FLAGS)
 
 .PHONY: test-e2e-config
 test-e2e-config: $(KUSTOMIZE) ## Check the e2e suite compiles, the guest's tests, the providers' YAML and every shell script (shellcheck; part of make test).
@@ -33,6 +35,7 @@ test-e2e-config: $(KUSTOMIZE) ## Check the e2e suite compiles, the guest's tests
 	$(SHELLCHECK) -x $(SHELL_SCRIPTS)
 	$(KUSTOMIZE) build e2e/kind/kubevirt >/dev/null
 	$(KUSTOMIZE) build e2e/local/kubevirt >/dev/null
+	$(KUSTOMIZE) build e2e/local/kubevirt-nodes >/dev/null
 
 ##@ End-to-end: kind with nested virtualisation (e2e/kind; users' machines and CI, not here)
 
@@ -168,6 +171,7 @@ e2e-local: e2e-local-prereqs ## Bring up the local cluster from scratch (all sta
 E2E_NODE_SUITE ?= $(E2E_KUBEVIRT_SUITE)
 E2E_NODE_IMAGE ?= $(LOCALBIN)/e2e-node-$(E2E_NODE_SUITE)
 E2E_LOCAL_NODES ?= 1
+E2E_LOCAL_MULTI_NODES ?= 2
 # What the nodes run from the cluster's images (KubeVirt's control plane stays on the
 # host's node: e2e/local/kubevirt places it there).
 E2E_NODE_ARCHIVES = $(addprefix $(E2E_LOCAL_IMAGES)/,pause.tar rtprobe.tar manager.tar nic-agent.tar e2e-guest.tar) \
@@ -186,6 +190,22 @@ e2e-local-nodes-up: e2e-local-node-image ## Add E2E_LOCAL_NODES worker nodes tha
 	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) NODE_IMAGE=$(E2E_NODE_IMAGE) E2E_LOCAL_NODES=$(E2E_LOCAL_NODES) \
 		MULTUS_BIN=$(abspath $(E2E_LOCAL_MULTUS)) WHEREABOUTS_BIN=$(abspath $(E2E_LOCAL_WHEREABOUTS)) \
 		IMAGE_ARCHIVES="$(E2E_NODE_ARCHIVES)" e2e/local/nodes-up.sh
+
+# The multi-node run: the tests between nodes move crawlers between the node VMs
+# (E2E_MOVE_NODES) and the node-loss test stops one by killing its QEMU (E2E_STOP_NODE);
+# that node stays dead, so the node-loss test runs last, on its own.
+E2E_LOCAL_MULTI_ENV = KUBECONFIG=$(E2E_LOCAL_STATE)/admin.kubeconfig E2E_PROBE_CPU=$(E2E_LOCAL_PROBE_CPU) E2E_GUEST_RUNS_AGENT=1 \
+	E2E_RT_UPLINK=$(shell sed -n 's/^NODE_RT_UPLINK=//p' e2e/local/common.sh) E2E_MOVE_NODES=$(shell sed -n 's/^NODE_LABELS=//p' e2e/local/common.sh) \
+	E2E_STOP_NODE='kill -9 "$$(cat $(E2E_LOCAL_STATE)/run/node-$$NODE.pid)"' E2E_OPERATOR_NODE_SELECTOR=node-role.kubernetes.io/control-plane=
+E2E_NODE_LOSS_TEST = TestLostNodeCrawlersRunElsewhereOnceFenced
+
+.PHONY: e2e-local-multi
+e2e-local-multi: e2e-local-prereqs e2e-local-nodes-prereqs ## Bring up the local cluster from scratch with two node VMs (E2E_LOCAL_NODES) and run the suite on it, the node-loss test last.
+	$(MAKE) e2e-local-down PURGE=1
+	$(MAKE) e2e-local-up
+	$(MAKE) e2e-local-nodes-up E2E_LOCAL_NODES=$(E2E_LOCAL_MULTI_NODES)
+	$(E2E_LOCAL_MULTI_ENV) $(MAKE) e2e E2E_GUEST_IMAGE=$(E2E_GUEST_IMG) E2E_GO_TEST_FLAGS='-skip $(E2E_NODE_LOSS_TEST)' E2E_TIMEOUT=75m
+	$(E2E_LOCAL_MULTI_ENV) $(MAKE) e2e E2E_GUEST_IMAGE=$(E2E_GUEST_IMG) E2E_GO_TEST_FLAGS='-run $(E2E_NODE_LOSS_TEST)'
 
 .PHONY: e2e-local-nodes-down
 e2e-local-nodes-down: ## Stop the node VMs (e2e-local-down stops them too).

@@ -49,11 +49,14 @@ ip route replace default via "$GATEWAY"
 # The RT network: a bridge whose uplink is the second NIC, which the host bridges with
 # every node's (so crawlers on different nodes reach each other on it).
 rt=$(link_by_mac "$RT_MAC") || { log "no interface has MAC $RT_MAC"; exit 1; }
+if [[ $rt != "$RT_UPLINK" ]]; then
+  ip link set "$rt" down
+  ip link set "$rt" name "$RT_UPLINK"
+fi
 ip link show "$RT_BRIDGE" >/dev/null 2>&1 || ip link add "$RT_BRIDGE" type bridge
-ip link set "$rt" master "$RT_BRIDGE"
-ip link set "$rt" up
+ip link set "$RT_UPLINK" master "$RT_BRIDGE"
+ip link set "$RT_UPLINK" up
 ip link set "$RT_BRIDGE" up
-echo "$rt" >/run/isochron-rt-uplink
 
 # Binaries onto the node's disk (the share is read-only and can change under it).
 install -m 0755 "$bin"/kubelet "$bin"/kube-proxy /usr/local/bin/
