@@ -5,7 +5,10 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
+	"fmt"
+	"io"
 	"os"
 
 	"k8s.io/apimachinery/pkg/fields"
@@ -21,15 +24,20 @@ import (
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/controllers"
 	"isochron.io/isochron/controllers/nicagent"
+	"isochron.io/isochron/internal/nic"
 )
 
 func main() {
-	var node, probeAddr string
+	var node, probeAddr, show string
 	flag.StringVar(&node, "node-name", os.Getenv("NODE_NAME"), "The node the agent runs on (the DaemonSet passes spec.nodeName as NODE_NAME).")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8082", "Address of the health and readiness probes.")
+	flag.StringVar(&show, "show-uplink", "", "Print what the kernel has on this link's egress (root qdisc, isochron's RT classes and filters) as JSON, and exit: kubectl exec into the agent's pod, whose image holds no tc.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if show != "" {
+		os.Exit(showUplink(os.Stdout, show))
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("setup")
 	if node == "" {
@@ -71,4 +79,20 @@ func main() {
 		log.Error(err, "NIC agent stopped")
 		os.Exit(1)
 	}
+}
+
+// showUplink prints nic.Read of link as JSON to w; the exit code.
+func showUplink(w io.Writer, link string) int {
+	r, err := nic.Read(link)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "nic-agent:", err)
+		return 1
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r); err != nil {
+		fmt.Fprintln(os.Stderr, "nic-agent:", err)
+		return 1
+	}
+	return 0
 }
