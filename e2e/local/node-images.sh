@@ -42,6 +42,16 @@ for a in "$@"; do
   ctr --address "$work/containerd.sock" --namespace k8s.io images import "$a" >/dev/null ||
     die "importing $a; see $work/containerd.log"
 done
+# Each image also by its digest (name@sha256:<manifest>), as a pulled image has it: the
+# kubelet then reports that digest reference as the container's imageID, and KubeVirt
+# pins a migration target's containerDisks to the source's imageID. Without it the
+# imageID is the bare config digest, which the target's kubelet cannot resolve
+# (ImagePullBackOff on "localhost/isochron/e2e-guest@sha256:<config>").
+ctr --address "$work/containerd.sock" --namespace k8s.io images ls |
+  awk 'NR > 1 && $1 !~ /^sha256:/ && $1 !~ /@/ { print $1, $3 }' |
+  while read -r ref digest; do
+    ctr --address "$work/containerd.sock" --namespace k8s.io images tag "$ref" "${ref%:*}@$digest" >/dev/null
+  done
 kill "$pid"
 wait "$pid" 2>/dev/null || true
 trap - EXIT
