@@ -6,11 +6,13 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,25 +22,25 @@ import (
 
 // runningShared creates a shared crawler (5 requests/s) and waits until its VMI runs and
 // it is Ready; it returns the VMI.
-func runningShared(ctx context.Context, t *testing.T, ns, name string) (*isov1.CrawlerVM, *kubevirtv1.VirtualMachineInstance) {
+func runningShared(ctx context.Context, t *testing.T, ns, name string, opts ...func(*isov1.CrawlerVM)) (*isov1.CrawlerVM, *kubevirtv1.VirtualMachineInstance) {
 	t.Helper()
-	cvm := crawler(ns, name, func(c *isov1.CrawlerVM) {
-		c.Spec.RPS = 5
-		c.Spec.CPUPlacement = isov1.CPUPlacementShared
-	})
-	if err := cl.Create(ctx, cvm); err != nil {
-		t.Fatalf("creating CrawlerVM: %v", err)
+	return runCrawlerVM(ctx, t, crawler(ns, name, append([]func(*isov1.CrawlerVM){shared}, opts...)...))
+}
+
+// firstVirtNode is the hostname label of the first node by name that KubeVirt can run
+// VMs on (kubevirt.io/schedulable=true): the only one of a single-node cluster, the host's
+// node of the local cluster with node VMs.
+func firstVirtNode(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	nodes := &corev1.NodeList{}
+	if err := cl.List(ctx, nodes, client.MatchingLabels{kubevirtv1.NodeSchedulable: "true"}); err != nil {
+		t.Fatalf("listing nodes: %v", err)
 	}
-	vmi := &kubevirtv1.VirtualMachineInstance{}
-	waitFor(t, runTimeout, "VMI Running and Ready=True", func() (bool, string, error) {
-		if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, vmi); err != nil {
-			return false, err.Error(), client.IgnoreNotFound(err)
-		}
-		c := condition(ctx, t, cvm, isov1.ConditionReady)
-		return vmi.Status.Phase == kubevirtv1.Running && c != nil && c.Status == metav1.ConditionTrue,
-			fmt.Sprintf("VMI phase %s, Ready: %v", vmi.Status.Phase, c), nil
-	})
-	return cvm, vmi
+	if len(nodes.Items) == 0 {
+		t.Fatalf("no node has %s=true: is KubeVirt's virt-handler running?", kubevirtv1.NodeSchedulable)
+	}
+	first := slices.MinFunc(nodes.Items, func(a, b corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+	return first.Labels[corev1.LabelHostname]
 }
 
 // A crashed crawler runs again with nobody acting: its QEMU killed by PID, KubeVirt's VM
@@ -95,14 +97,17 @@ func TestCrashedCrawlerRestartsByItself(t *testing.T) {
 	deleteAndWaitGone(ctx, t, cvm, launcherPod(ctx, t, next))
 }
 
-// A drain of a crawler's node (here the only node, so there is nowhere to go) hands the
-// crawler to isochron: the eviction of its launcher is refused (evictionStrategy External),
-// the crawler keeps running, says why it stays, and the drain waits, until the test stops
-// it.
+// A drain of a crawler's node, the only one it may run on (its nodeSelector names it, on
+// a cluster of one node or more), hands the crawler to isochron: the eviction of its
+// launcher is refused (evictionStrategy External), the crawler keeps running, says why it
+// stays, and the drain waits, until the test stops it.
 func TestDrainOfTheOnlyNodeWaits(t *testing.T) {
 	ctx := context.Background()
 	ns := testNamespace(t)
-	cvm, vmi := runningShared(ctx, t, ns, "drained")
+	only := firstVirtNode(ctx, t)
+	cvm, vmi := runningShared(ctx, t, ns, "drained", func(c *isov1.CrawlerVM) {
+		c.Spec.Placement = &isov1.Placement{NodeSelector: map[string]string{corev1.LabelHostname: only}}
+	})
 	node := vmi.Status.NodeName
 	t.Cleanup(func() { _ = exec.Command(kubectl, "uncordon", node).Run() })
 

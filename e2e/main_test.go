@@ -19,6 +19,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -45,6 +46,10 @@ var (
 	// guestRunsAgent is set when the guest is known to run isochron's probe agent (the e2e
 	// guest of e2e/guest does): then a probe must judge counted intervals.
 	guestRunsAgent = os.Getenv("E2E_GUEST_RUNS_AGENT") != ""
+	// operatorNodeSelector, if set, places the manager's pods (a label selector, as
+	// kubectl takes it): the local cluster with node VMs keeps them on its control plane,
+	// off the nodes the tests stop and drain.
+	operatorNodeSelector = os.Getenv("E2E_OPERATOR_NODE_SELECTOR")
 	// keep leaves the operator and the test namespaces in place after the run.
 	keep = os.Getenv("E2E_KEEP") != ""
 	// rtUplink is a host interface of the node this suite runs on, a port of the Linux
@@ -167,6 +172,13 @@ func setImages(u *unstructured.Unstructured) error {
 		if probeCPU != "" {
 			c.Args = append(c.Args, "--probe-cpu="+probeCPU)
 		}
+	}
+	if operatorNodeSelector != "" {
+		sel, err := labels.ConvertSelectorToLabelsMap(operatorNodeSelector)
+		if err != nil {
+			return fmt.Errorf("E2E_OPERATOR_NODE_SELECTOR %q: %w", operatorNodeSelector, err)
+		}
+		dep.Spec.Template.Spec.NodeSelector = sel
 	}
 	return setObject(u, dep, "Deployment")
 }

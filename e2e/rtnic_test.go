@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os/exec"
 	"runtime"
 	"strings"
 	"testing"
@@ -43,26 +44,44 @@ const (
 
 // TestNICAgentSchedulesTheRTUplink: a crawler with an RT-NIC on a bridge network whose
 // uplink is named by isochron.io/rt-uplink gets its class on the uplink's egress from the
-// node's NIC agent, read back from the host's kernel; deleting the crawler takes
-// isochron's schedule off the uplink. The suite must run on the node (E2E_RT_UPLINK).
+// node's NIC agent, read back from the node's kernel (by the agent: nic-agent
+// -show-uplink); deleting the crawler takes isochron's schedule off the uplink. The node
+// is the first KubeVirt runs VMs on (firstVirtNode); E2E_RT_UPLINK names its uplink, a
+// port of a Linux bridge there.
 //
-// What the node's kernel lacks is probed first, and changes what the test expects: without
-// the dummy link type, KubeVirt's bridge binding cannot set up the VMI's RT-NIC (the VMI
-// fails; the agent schedules the crawler from its placement all the same); without HTB,
-// the agent reports the uplink unavailable instead of programming it.
+// On the node the suite runs on, what its kernel lacks is probed first, and changes what
+// the test expects: without the dummy link type, KubeVirt's bridge binding cannot set up
+// the VMI's RT-NIC (the VMI fails; the agent schedules the crawler from its placement all
+// the same); without HTB, the agent reports the uplink unavailable instead of programming
+// it. Another node (the local cluster's node VMs) must have both.
 func TestNICAgentSchedulesTheRTUplink(t *testing.T) {
 	if rtUplink == "" {
-		t.Skip("E2E_RT_UPLINK is not set: this test reads the uplink's traffic control on the node, so it runs only where the suite runs on a node with a bridge port to name (make e2e-local sets it)")
+		t.Skip("E2E_RT_UPLINK is not set: it names the RT uplink, a bridge's port, of the nodes (make e2e-local sets it)")
 	}
 	ctx := context.Background()
-	kernel := probeKernel(t)
-	t.Logf("this kernel: %s", kernel)
-	bridge := bridgeOf(t, rtUplink)
-	node := thisNode(ctx, t)
+	var node *corev1.Node
+	hostname := firstVirtNode(ctx, t)
+	nodes := &corev1.NodeList{}
+	if err := cl.List(ctx, nodes, client.MatchingLabels{corev1.LabelHostname: hostname}); err != nil || len(nodes.Items) != 1 {
+		t.Fatalf("the node of hostname %s: %v (%d found)", hostname, err, len(nodes.Items))
+	}
+	node = &nodes.Items[0]
+	var kernel kernelFeatures
+	if here := thisNode(ctx, t); here != nil && here.Name == node.Name {
+		kernel = probeKernel(t)
+		t.Logf("this kernel (node %s): %s", node.Name, kernel)
+	} else {
+		t.Logf("node %s is not this host: its kernel must have dummy links and HTB", node.Name)
+	}
 	agent := waitForNICAgent(ctx, t, node.Name)
+	up := readUplink(ctx, t, node.Name, rtUplink)
+	bridge := up.Master
+	if bridge == "" {
+		t.Fatalf("E2E_RT_UPLINK=%s is no bridge's port on node %s", rtUplink, node.Name)
+	}
 	t.Logf("NIC agent %s Ready on %s; RT uplink %s, a port of bridge %s", agent, node.Name, rtUplink, bridge)
-	if s := readSchedule(t, rtUplink); s.ours {
-		t.Fatalf("uplink %s carries isochron's schedule before the test (%s): an earlier run left it", rtUplink, s)
+	if up.Ours {
+		t.Fatalf("uplink %s carries isochron's schedule before the test (%s): an earlier run left it", rtUplink, up)
 	}
 
 	ns := testNamespace(t)
@@ -153,7 +172,7 @@ func TestNICAgentSchedulesTheRTUplink(t *testing.T) {
 			t.Fatalf("the agent reported %s unavailable although this kernel takes HTB: Event %s on Node %s: %s", rtUplink, unavailable.Reason, node.Name, unavailable.Message)
 		}
 		t.Logf("the agent cannot program %s on this kernel: Event %s on Node %s: %s", rtUplink, unavailable.Reason, node.Name, unavailable.Message)
-		if s := readSchedule(t, rtUplink); s.ours {
+		if s := readUplink(ctx, t, node.Name, rtUplink); s.Ours {
 			t.Errorf("uplink %s has isochron's schedule (%s), but the agent reported it unavailable", rtUplink, s)
 		}
 	} else {
@@ -163,7 +182,7 @@ func TestNICAgentSchedulesTheRTUplink(t *testing.T) {
 		if st.Class != want.DSCP.Name || st.Deadline.Duration != deadline {
 			t.Errorf("status.rtNIC = %+v, want class %s (deadline %s raised %d) for deadline %s", st, want.DSCP.Name, deadline, st.Raise, deadline)
 		}
-		s := readSchedule(t, rtUplink)
+		s := readUplink(ctx, t, node.Name, rtUplink)
 		t.Logf("uplink %s on the host: %s", rtUplink, s)
 		checkSchedule(t, s, mac, want, minBandwidth.Value())
 	}
@@ -172,30 +191,14 @@ func TestNICAgentSchedulesTheRTUplink(t *testing.T) {
 	// uplink (the agent removes a schedule whose last flow left).
 	deleteAndWaitGone(ctx, t, cvm, launcher)
 	waitFor(t, unscheduleTimeout, "isochron's schedule off "+rtUplink, func() (bool, string, error) {
-		s := readSchedule(t, rtUplink)
-		return !s.ours, s.String(), nil
+		s := readUplink(ctx, t, node.Name, rtUplink)
+		return !s.Ours, s.String(), nil
 	})
-	t.Logf("uplink %s after the crawler was deleted: %s", rtUplink, readSchedule(t, rtUplink))
+	t.Logf("uplink %s after the crawler was deleted: %s", rtUplink, readUplink(ctx, t, node.Name, rtUplink))
 }
 
-// bridgeOf is the Linux bridge whose port uplink is, on this host.
-func bridgeOf(t *testing.T, uplink string) string {
-	t.Helper()
-	l, err := netlink.LinkByName(uplink)
-	if err != nil {
-		t.Fatalf("E2E_RT_UPLINK=%s: no such interface on this host (the suite must run on the node): %v", uplink, err)
-	}
-	if l.Attrs().MasterIndex == 0 {
-		t.Fatalf("E2E_RT_UPLINK=%s is no bridge's port", uplink)
-	}
-	br, err := netlink.LinkByIndex(l.Attrs().MasterIndex)
-	if err != nil || br.Type() != "bridge" {
-		t.Fatalf("E2E_RT_UPLINK=%s: its master (index %d) is no bridge: %v", uplink, l.Attrs().MasterIndex, err)
-	}
-	return br.Attrs().Name
-}
-
-// thisNode is the node the suite runs on: the one with an InternalIP of this host.
+// thisNode is the node the suite runs on: the one with an InternalIP of this host; nil
+// if none.
 func thisNode(ctx context.Context, t *testing.T) *corev1.Node {
 	t.Helper()
 	addrs, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
@@ -217,7 +220,6 @@ func thisNode(ctx context.Context, t *testing.T) *corev1.Node {
 			}
 		}
 	}
-	t.Fatalf("no node has an InternalIP of this host: E2E_RT_UPLINK needs the suite to run on a node")
 	return nil
 }
 
@@ -390,107 +392,59 @@ func uplinkUnavailable(ctx context.Context, t *testing.T, node, uplink string, s
 	return last
 }
 
-// schedule is what the kernel has on an uplink's egress, as far as isochron is concerned.
-type schedule struct {
-	// root is the root qdisc ("htb 15c0:", "noqueue 0:"); ours says it is isochron's.
-	root string
-	ours bool
-	// flows are the HTB classes under isochron's qdisc that are neither the root class
-	// nor the default (best-effort) class: the RT flows'.
-	flows []*netlink.HtbClass
-	// filters are isochron's u32 filters (no hash tables).
-	filters []*netlink.U32
-}
-
-func (s schedule) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "root qdisc %s", s.root)
-	for _, c := range s.flows {
-		fmt.Fprintf(&b, "; class %s rate %d bit/s ceil %d bit/s prio %d", nic.HandleString(c.Handle), c.Rate*8, c.Ceil*8, c.Prio)
-	}
-	for _, f := range s.filters {
-		fmt.Fprintf(&b, "; filter u32 %x -> %s", f.Handle, nic.HandleString(f.ClassId))
-	}
-	return b.String()
-}
-
-// readSchedule reads link's root qdisc and, if it is isochron's, its flows' classes and
-// filters.
-func readSchedule(t *testing.T, link string) schedule {
+// readUplink reads what the kernel of node has on link's egress: the NIC agent's pod
+// there prints it (nic-agent -show-uplink, the same netlink reads as the agent's own).
+func readUplink(ctx context.Context, t *testing.T, node, link string) nic.Readback {
 	t.Helper()
-	l, err := netlink.LinkByName(link)
-	if err != nil {
-		t.Fatalf("uplink %s: %v", link, err)
+	pods := &corev1.PodList{}
+	if err := cl.List(ctx, pods, client.InNamespace(operatorNS), client.MatchingLabels{"app.kubernetes.io/component": "nic-agent"}); err != nil {
+		t.Fatalf("listing the NIC agent's pods: %v", err)
 	}
-	qs, err := netlink.QdiscList(l)
-	if err != nil {
-		t.Fatalf("listing the qdiscs of %s: %v", link, err)
-	}
-	ourQdisc := netlink.MakeHandle(nic.Major, 0)
-	var s schedule
-	var defcls uint32
-	for _, q := range qs {
-		a := q.Attrs()
-		if a.Parent != netlink.HANDLE_ROOT {
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != node || p.Status.Phase != corev1.PodRunning {
 			continue
 		}
-		s.root = q.Type() + " " + nic.HandleString(a.Handle)
-		if h, ok := q.(*netlink.Htb); ok && a.Handle == ourQdisc {
-			s.ours, defcls = true, h.Defcls
+		args := []string{"exec", "-n", operatorNS, p.Name, "--", "/nic-agent", "-show-uplink", link}
+		out, err := exec.Command(kubectl, args...).Output()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v%s", strings.Join(args, " "), err, stderrOf(err))
 		}
-	}
-	if !s.ours {
-		return s
-	}
-	classes, err := netlink.ClassList(l, ourQdisc)
-	if err != nil {
-		t.Fatalf("listing the classes of %s: %v", link, err)
-	}
-	for _, c := range classes {
-		h, ok := c.(*netlink.HtbClass)
-		if !ok || h.Parent == netlink.HANDLE_ROOT || h.Handle == netlink.MakeHandle(nic.Major, uint16(defcls)) {
-			continue
+		var r nic.Readback
+		if err := json.Unmarshal(out, &r); err != nil {
+			t.Fatalf("nic-agent -show-uplink %s on %s: %v\n%s", link, node, err, out)
 		}
-		s.flows = append(s.flows, h)
+		return r
 	}
-	filters, err := netlink.FilterList(l, ourQdisc)
-	if err != nil {
-		t.Fatalf("listing the filters of %s: %v", link, err)
-	}
-	for _, f := range filters {
-		if u, ok := f.(*netlink.U32); ok && u.Handle&0xfff != 0 {
-			s.filters = append(s.filters, u)
-		}
-	}
-	return s
+	t.Fatalf("no running NIC agent pod on node %s", node)
+	return nic.Readback{}
 }
 
 // checkSchedule checks that s is isochron's schedule of one RT flow: the crawler's, in
 // class want at its minimum bandwidth, its frames (source MAC mac) filtered into it.
-func checkSchedule(t *testing.T, s schedule, mac string, want rtnet.Class, minBandwidth int64) {
+func checkSchedule(t *testing.T, s nic.Readback, mac string, want rtnet.Class, minBandwidth int64) {
 	t.Helper()
-	if !s.ours {
-		t.Errorf("root qdisc %s, want isochron's htb %s", s.root, nic.HandleString(netlink.MakeHandle(nic.Major, 0)))
+	if !s.Ours {
+		t.Errorf("root qdisc %s, want isochron's htb %s", s.Root, nic.HandleString(netlink.MakeHandle(nic.Major, 0)))
 		return
 	}
-	if len(s.flows) != 1 {
-		t.Errorf("%d RT flow classes (%s), want 1: the crawler's", len(s.flows), s)
+	if len(s.Flows) != 1 {
+		t.Errorf("%d RT flow classes (%s), want 1: the crawler's", len(s.Flows), s)
 		return
 	}
-	c := s.flows[0]
-	if c.Prio != uint32(want.Rank) || c.Rate*8 != uint64(minBandwidth) {
+	c := s.Flows[0]
+	if c.Prio != uint32(want.Rank) || c.Rate != uint64(minBandwidth) {
 		t.Errorf("class %s: prio %d, rate %d bit/s; want prio %d (class %s), rate %d bit/s (spec.rtNIC.minBandwidth)",
-			nic.HandleString(c.Handle), c.Prio, c.Rate*8, want.Rank, want.DSCP.Name, minBandwidth)
+			nic.HandleString(c.Handle), c.Prio, c.Rate, want.Rank, want.DSCP.Name, minBandwidth)
 	}
 	hw, err := net.ParseMAC(mac)
 	if err != nil {
 		t.Fatalf("the RT-NIC's MAC %q: %v", mac, err)
 	}
-	for _, f := range s.filters {
-		if f.ClassId != c.Handle || f.Sel == nil || len(f.Sel.Keys) != 2 {
+	for _, f := range s.Filters {
+		if f.ClassID != c.Handle || len(f.Keys) != 2 {
 			continue
 		}
-		k := f.Sel.Keys
+		k := f.Keys
 		if k[0].Val == binary.BigEndian.Uint32(hw[0:4]) && k[1].Val>>16 == uint32(binary.BigEndian.Uint16(hw[4:6])) {
 			return
 		}
