@@ -106,5 +106,17 @@ done
 # what KubeVirt kept on the host.
 rm -rf "$STATE/kubelet" "${KUBELET_ROOT:?}"/* /run/kubevirt /run/kubevirt-private \
   /run/kubevirt-libvirt-runtimes /var/lib/kubevirt-node-labeller
-if $purge; then rm -rf "$STATE"; log "removed $STATE"; fi
+# A mount that / propagated to another mount namespace (the machine's init's, which is
+# closed to us) keeps its directory busy after our umount: such a tree is moved aside
+# (what it holds is gone) rather than stopping the next bring-up.
+if $purge; then
+  if rm -rf "$STATE" 2>/dev/null; then
+    log "removed $STATE"
+  else
+    aside="$STATE.busy-$(date +%s)"
+    mv "$STATE" "$aside"
+    rm -rf "$aside" 2>/dev/null || true
+    log "removed $STATE, but for mount points another mount namespace still holds, moved to $aside"
+  fi
+fi
 log "down"
