@@ -133,6 +133,31 @@ func checkDomain(t *testing.T, d domain, q qemuProcess, exclusive []int, sizing 
 	}
 }
 
+func TestSharedCrawlerRunsOnTheSharedPool(t *testing.T) {
+	ctx := context.Background()
+	ns := testNamespace(t)
+	cvm := crawler(ns, "kiosk", func(c *isov1.CrawlerVM) {
+		c.Spec.RPS = 5
+		c.Spec.CPUPlacement = isov1.CPUPlacementShared
+	})
+	runCrawler(ctx, t, cvm, func(vmi *kubevirtv1.VirtualMachineInstance, launcher *corev1.Pod, sizing isov1.Sizing) {
+		if cpu := vmi.Spec.Domain.CPU; cpu != nil && (cpu.DedicatedCPUPlacement || cpu.Realtime != nil) {
+			t.Errorf("VMI spec.domain.cpu = %+v, want neither dedicated CPUs nor realtime for a shared crawler", cpu)
+		}
+		if sizing.HostCPUs != 0 {
+			t.Errorf("status.sizing.hostCPUs = %d, want 0 for a shared crawler", sizing.HostCPUs)
+		}
+		// Read from the cgroups: the compute container runs on exactly the node's shared
+		// pool, the cpuset of virt-handler (never on a CPU the CPU Manager gave away).
+		got := cpuSet(t, launcher.Namespace, launcher.Name, "compute")
+		pool := cpuSet(t, kubevirtNS, handlerPod(ctx, t, launcher.Spec.NodeName).Name, "virt-handler")
+		t.Logf("compute container cpuset %v, shared pool (virt-handler) %v", got, pool)
+		if !slices.Equal(got, pool) {
+			t.Errorf("compute container cpuset %v, want the shared pool %v", got, pool)
+		}
+	})
+}
+
 // runCrawler creates cvm and checks the life of a placeable crawler: Placed, its VMI
 // Running on the placed node and Ready, checkCPUs on the running VMI and its launcher,
 // a probe Job whose result sets SLOConfirmed, and deletion removing everything.
