@@ -94,6 +94,26 @@ wait_for() {
   die "$what not ready after ${secs}s; see $LOGS/"
 }
 
+# cri_config SYSTEMD_CGROUP CNI_BIN_DIR CNI_CONF_DIR: containerd's CRI plugin as the
+# host's node (up.sh: cgroupfs) and the node VMs (nodes-up.sh: systemd) both run it.
+cri_config() {
+  cat <<TOML
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$PAUSE_IMAGE"
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = $1
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "$2"
+    conf_dir = "$3"
+TOML
+}
+
 ctr_() { ctr --address "$CONTAINERD_SOCK" --namespace k8s.io "$@"; }
 kubectl_() { "$KUBE_BIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }
 

@@ -168,21 +168,7 @@ hostnameOverride: $name
 clusterCIDR: $CLUSTER_POD_CIDR
 conntrack: {maxPerCore: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 YAML
-  cat >"$share/containerd.toml" <<TOML
-version = 2
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "$PAUSE_IMAGE"
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = true
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/opt/cni/bin"
-    conf_dir = "/etc/cni/net.d"
-TOML
+  { echo "version = 2"; cri_config true /opt/cni/bin /etc/cni/net.d; } >"$share/containerd.toml"
   cat >"$share/whereabouts.conf" <<JSON
 {"datastore": "kubernetes", "kubernetes": {"kubeconfig": "/etc/kubernetes/whereabouts.kubeconfig"}}
 JSON

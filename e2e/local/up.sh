@@ -126,7 +126,8 @@ start kube-scheduler "$KUBE_BIN/kube-scheduler" \
 
 # containerd: its own root, state and socket; CRI as DEVELOPERS.md measured it
 # (restrict_oom_score_adj: the kubelet asks for scores below the caller's own).
-cat >"$STATE/containerd/config.toml" <<TOML
+{
+  cat <<TOML
 version = 2
 root = "$STATE/containerd/root"
 state = "$STATE/containerd/state"
@@ -134,20 +135,9 @@ state = "$STATE/containerd/state"
   address = "$CONTAINERD_SOCK"
 [plugins."io.containerd.internal.v1.opt"]
   path = "$STATE/containerd/opt"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "$PAUSE_IMAGE"
-  restrict_oom_score_adj = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "$STATE/cni/bin"
-    conf_dir = "$STATE/cni/net.d"
 TOML
+  cri_config false "$STATE/cni/bin" "$STATE/cni/net.d"
+} >"$STATE/containerd/config.toml"
 # CNI: Multus' thin plugin (built from its Go module into $MULTUS_BIN, docs/e2e.md) is
 # the node's only network config; it delegates the pods' default network to the bridge
 # e2elocal0 and adds the networks of a pod's k8s.v1.cni.cncf.io/networks annotation
