@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -114,7 +115,7 @@ func TestRefutedCrawlerMovesByLiveMigration(t *testing.T) {
 	var notReady []string
 	waitFor(t, probeTimeout+runTimeout, "the crawler moved by a live migration", func() (bool, string, error) {
 		condition(ctx, t, cvm, isov1.ConditionReady)
-		if c := findCondition(cvm, isov1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+		if c := meta.FindStatusCondition(cvm.Status.Conditions, isov1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
 			notReady = append(notReady, fmt.Sprintf("%v", c))
 		}
 		if m := cvm.Status.Move; m != nil && m.Reason == isov1.MoveRefuted && seenMove == nil {
@@ -124,7 +125,7 @@ func TestRefutedCrawlerMovesByLiveMigration(t *testing.T) {
 		// The move after the refutation (an earlier one, such as a kubelet's refusal of
 		// the first launcher pod, does not count).
 		lm := cvm.Status.LastMove
-		return lm != nil && lm.Reason == isov1.MoveRefuted && cvm.Status.Move == nil, fmt.Sprintf("move %+v, last move %+v, SLOConfirmed %+v", cvm.Status.Move, lm, findCondition(cvm, isov1.ConditionSLOConfirmed)), nil
+		return lm != nil && lm.Reason == isov1.MoveRefuted && cvm.Status.Move == nil, fmt.Sprintf("move %+v, last move %+v, SLOConfirmed %+v", cvm.Status.Move, lm, meta.FindStatusCondition(cvm.Status.Conditions, isov1.ConditionSLOConfirmed)), nil
 	})
 	gap := echo.stop()
 	lm := cvm.Status.LastMove
@@ -249,7 +250,7 @@ func TestLostNodeCrawlersRunElsewhereOnceFenced(t *testing.T) {
 		c := condition(ctx, t, cvm, isov1.ConditionReady)
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == isov1.ReasonNodeLost, fmt.Sprintf("Ready: %v", c), nil
 	})
-	t.Logf("reported %s after the node stopped: %s", time.Since(stopped).Round(time.Second), findCondition(cvm, isov1.ConditionReady).Message)
+	t.Logf("reported %s after the node stopped: %s", time.Since(stopped).Round(time.Second), meta.FindStatusCondition(cvm.Status.Conditions, isov1.ConditionReady).Message)
 
 	taint := corev1.Taint{Key: corev1.TaintNodeOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute}
 	args := []string{"taint", "node", node, taint.ToString()}
@@ -299,15 +300,6 @@ func runCrawlerVM(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM) (*iso
 			fmt.Sprintf("VMI phase %s, Ready: %v", vmi.Status.Phase, c), nil
 	})
 	return cvm, vmi
-}
-
-func findCondition(cvm *isov1.CrawlerVM, typ string) *metav1.Condition {
-	for i := range cvm.Status.Conditions {
-		if cvm.Status.Conditions[i].Type == typ {
-			return &cvm.Status.Conditions[i]
-		}
-	}
-	return nil
 }
 
 // echoEvery is how often the echo prober sends.
