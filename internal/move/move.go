@@ -94,7 +94,7 @@ func NextStep(st State) Next {
 		case mig == nil:
 			return Next{Step: Fail, Why: fmt.Sprintf("migration %s was deleted before it completed", m.Migration)}
 		case mig.Status.Phase == kubevirtv1.MigrationFailed:
-			return Next{Step: Fail, Why: fmt.Sprintf("migration %s failed: %s", mig.Name, failureOf(mig))}
+			return Next{Step: Fail, Why: fmt.Sprintf("migration %s failed: %s", mig.Name, failureOf(mig, vmi))}
 		case mig.Status.Phase == kubevirtv1.MigrationSucceeded:
 			return Next{Step: Wait, Why: fmt.Sprintf("migration %s succeeded; waiting for the VMI to report node %s", mig.Name, m.To)}
 		}
@@ -102,6 +102,9 @@ func NextStep(st State) Next {
 	}
 	if c := condition(vmi, kubevirtv1.VirtualMachineInstanceIsMigratable); c != nil && c.Status == corev1.ConditionFalse {
 		return Next{Step: Restart, Cold: true, Why: fmt.Sprintf("KubeVirt reports VMI %s not live-migratable (%s: %s): it restarts on node %s", vmi.Name, c.Reason, c.Message, m.To)}
+	}
+	if d := render.UnmigratableDisk(&vmi.Spec); d != "" {
+		return Next{Step: Restart, Cold: true, Why: fmt.Sprintf("VMI %s has read-only disk %s, which libvirt refuses to copy to a migration target (as an earlier release of isochron rendered it): it restarts on node %s", vmi.Name, d, m.To)}
 	}
 	if render.PinnedNode(&vmi.Spec) != m.To {
 		if st.RestartRequired {
@@ -136,9 +139,19 @@ func migrationPhase(mig *kubevirtv1.VirtualMachineInstanceMigration) string {
 	return string(mig.Status.Phase)
 }
 
-// failureOf is why KubeVirt says a migration failed.
-func failureOf(mig *kubevirtv1.VirtualMachineInstanceMigration) string {
-	if s := mig.Status.MigrationState; s != nil {
+// failureOf is why KubeVirt says a migration failed: the migration's own state, or the
+// VMI's while it still describes that migration (virt-handler writes libvirt's error
+// there first; on the local cluster the migration object showed none: "Cannot migrate
+// empty or read-only disk vdb" was only in the VMI's).
+func failureOf(mig *kubevirtv1.VirtualMachineInstanceMigration, vmi *kubevirtv1.VirtualMachineInstance) string {
+	states := []*kubevirtv1.VirtualMachineInstanceMigrationState{mig.Status.MigrationState}
+	if s := vmi.Status.MigrationState; s != nil && s.MigrationUID == mig.UID {
+		states = append(states, s)
+	}
+	for _, s := range states {
+		if s == nil {
+			continue
+		}
 		if s.AbortStatus == kubevirtv1.MigrationAbortSucceeded {
 			return "aborted"
 		}

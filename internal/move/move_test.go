@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
@@ -54,6 +55,27 @@ func migration(phase kubevirtv1.VirtualMachineInstanceMigrationPhase, reason str
 	return m
 }
 
+// readOnlyAgentDisk gives the VMI the agent disk as earlier releases rendered it: read-only.
+func readOnlyAgentDisk(v *kubevirtv1.VirtualMachineInstance) {
+	v.Spec.Domain.Devices.Disks = append(v.Spec.Domain.Devices.Disks, kubevirtv1.Disk{Name: render.VolumeAgent,
+		DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio, ReadOnly: true}}})
+	v.Spec.Volumes = append(v.Spec.Volumes, kubevirtv1.Volume{Name: render.VolumeAgent,
+		VolumeSource: kubevirtv1.VolumeSource{ContainerDisk: &kubevirtv1.ContainerDiskSource{Image: "isochron/rtprobe:v0.1.0"}}})
+}
+
+// failedIn is a VMI whose migration state records migration uid as failed with reason.
+func failedIn(uid types.UID, reason string) func(*kubevirtv1.VirtualMachineInstance) {
+	return func(v *kubevirtv1.VirtualMachineInstance) {
+		v.Status.MigrationState = &kubevirtv1.VirtualMachineInstanceMigrationState{
+			MigrationUID: uid, StartTimestamp: &metav1.Time{Time: t0}, EndTimestamp: &metav1.Time{Time: t0}, Failed: true, FailureReason: reason}
+	}
+}
+
+func withUID(m *kubevirtv1.VirtualMachineInstanceMigration, uid types.UID) *kubevirtv1.VirtualMachineInstanceMigration {
+	m.UID = uid
+	return m
+}
+
 func TestNextStep(t *testing.T) {
 	live := &isov1.Move{Reason: isov1.MoveRefuted, Mode: isov1.MoveLive, From: "a", To: "b"}
 	started := &isov1.Move{Reason: isov1.MoveRefuted, Mode: isov1.MoveLive, From: "a", To: "b", Migration: "tower-a-move-1"}
@@ -69,9 +91,12 @@ func TestNextStep(t *testing.T) {
 		"pinned to the new node: migrate":                           {st: State{Move: live, VMI: vmi("a", "b")}, want: Next{Step: Migrate}},
 		"a migration of another's in flight waits":                  {st: State{Move: live, VMI: vmi("a", "b", migratingSince(t0))}, want: Next{Step: Wait}, why: "another migration"},
 		"not live-migratable: cold":                                 {st: State{Move: live, VMI: vmi("a", "b", notMigratable)}, want: Next{Step: Restart, Cold: true}, why: "not live-migratable (InterfaceNotLiveMigratable: bridge binding)"},
+		"a read-only agent disk of an earlier release: cold":        {st: State{Move: live, VMI: vmi("a", "a", readOnlyAgentDisk)}, want: Next{Step: Restart, Cold: true}, why: "read-only disk isochron-agent"},
 		"a restart required stops LiveUpdate: cold":                 {st: State{Move: live, VMI: vmi("a", "a"), RestartRequired: true}, want: Next{Step: Restart, Cold: true}, why: "requires a restart"},
 		"the migration runs":                                        {st: State{Move: started, VMI: vmi("a", "b", migratingSince(t0)), Migration: migration(kubevirtv1.MigrationRunning, "")}, want: Next{Step: Wait}, why: "is Running"},
 		"the migration failed":                                      {st: State{Move: started, VMI: vmi("a", "b"), Migration: migration(kubevirtv1.MigrationFailed, "target pod unschedulable")}, want: Next{Step: Fail}, why: "target pod unschedulable"},
+		"the VMI's state has the reason the migration lacks":        {st: State{Move: started, VMI: vmi("a", "b", failedIn("mig-uid", "Cannot migrate empty or read-only disk vdb")), Migration: withUID(migration(kubevirtv1.MigrationFailed, ""), "mig-uid")}, want: Next{Step: Fail}, why: "read-only disk vdb"},
+		"another migration's reason in the VMI is not this one's":   {st: State{Move: started, VMI: vmi("a", "b", failedIn("old-uid", "an older failure")), Migration: withUID(migration(kubevirtv1.MigrationFailed, ""), "mig-uid")}, want: Next{Step: Fail}, why: "KubeVirt gives no reason"},
 		"the migration was deleted":                                 {st: State{Move: started, VMI: vmi("a", "b")}, want: Next{Step: Fail}, why: "was deleted"},
 		"succeeded, the VMI not there yet waits":                    {st: State{Move: started, VMI: vmi("a", "b"), Migration: migration(kubevirtv1.MigrationSucceeded, "")}, want: Next{Step: Wait}},
 		"arrived: done, with KubeVirt's time":                       {st: State{Move: started, VMI: vmi("b", "b", migratedIn(3*time.Second))}, want: Next{Step: Done, MigrationTime: 3 * time.Second}},

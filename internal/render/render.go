@@ -150,10 +150,16 @@ func VMI(in Input) (*kubevirtv1.VirtualMachineInstance, error) {
 	}
 	var ours string
 	if a := in.Agent; a != nil {
+		// Not read-only, though the guest only reads it: KubeVirt copies a containerDisk
+		// to the migration target (its overlay is local to the launcher), and libvirt
+		// refuses to copy a read-only disk ("Cannot migrate empty or read-only disk"), so a
+		// read-only agent disk made every live migration fail (KubeVirt v1.8
+		// live-migration-source.go getDiskTargetsForMigration; seen on the local cluster's
+		// node VMs). Writes would go to the launcher's overlay, never to the image.
 		spec.Domain.Devices.Disks = append(spec.Domain.Devices.Disks, kubevirtv1.Disk{
 			Name:       VolumeAgent,
 			Serial:     VolumeAgent,
-			DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio, ReadOnly: true}},
+			DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}},
 		})
 		spec.Volumes = append(spec.Volumes, kubevirtv1.Volume{
 			Name:         VolumeAgent,

@@ -118,6 +118,9 @@ func TestVMGolden(t *testing.T) {
 			if diff := cmp.Diff(string(want), string(got)); diff != "" {
 				t.Errorf("VM %s (-want +got):\n%s", name, diff)
 			}
+			if d := UnmigratableDisk(&vm.Spec.Template.Spec); d != "" {
+				t.Errorf("disk %s cannot be live-migrated (UnmigratableDisk)", d)
+			}
 		})
 	}
 }
@@ -393,5 +396,24 @@ func TestNetworkAllowed(t *testing.T) {
 				t.Errorf("error = %v, want it to contain %q", err, tc.refused)
 			}
 		})
+	}
+}
+
+func TestUnmigratableDisk(t *testing.T) {
+	vm, err := VM(input(crawler(), ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := &vm.Spec.Template.Spec
+	if d := UnmigratableDisk(spec); d != "" {
+		t.Fatalf("UnmigratableDisk = %q for this release's VM, want none", d)
+	}
+	for i := range spec.Domain.Devices.Disks {
+		if spec.Domain.Devices.Disks[i].Name == VolumeAgent {
+			spec.Domain.Devices.Disks[i].Disk.ReadOnly = true // as earlier releases rendered it
+		}
+	}
+	if d := UnmigratableDisk(spec); d != VolumeAgent {
+		t.Errorf("UnmigratableDisk = %q with a read-only agent disk, want %s", d, VolumeAgent)
 	}
 }

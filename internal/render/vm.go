@@ -85,6 +85,29 @@ func Affinity(node string) *corev1.Affinity {
 	}}
 }
 
+// UnmigratableDisk is a disk of the VMI spec that no live migration can carry, "" for
+// none: a read-only disk on a volume KubeVirt copies to the migration target (a
+// containerDisk, cloud-init, a ConfigMap, Secret, downward API or service account: its
+// "generated" volumes), which libvirt refuses to copy ("Cannot migrate empty or
+// read-only disk"), while KubeVirt still reports the VMI live-migratable (KubeVirt v1.8,
+// pkg/virt-launcher/virtwrap/live-migration-source.go, getDiskTargetsForMigration).
+// isochron rendered its agent disk read-only before it learnt this: crawlers started by
+// those releases have one until their next start.
+func UnmigratableDisk(spec *kubevirtv1.VirtualMachineInstanceSpec) string {
+	copied := map[string]bool{}
+	for _, v := range spec.Volumes {
+		s := v.VolumeSource
+		copied[v.Name] = s.ContainerDisk != nil || s.CloudInitNoCloud != nil || s.CloudInitConfigDrive != nil ||
+			s.ConfigMap != nil || s.Secret != nil || s.DownwardAPI != nil || s.ServiceAccount != nil
+	}
+	for _, d := range spec.Domain.Devices.Disks {
+		if d.Disk != nil && d.Disk.ReadOnly && copied[d.Name] {
+			return d.Name
+		}
+	}
+	return ""
+}
+
 // PinnedNode is the node a VMI spec's required affinity pins it to (Affinity), "" for none.
 func PinnedNode(spec *kubevirtv1.VirtualMachineInstanceSpec) string {
 	a := spec.Affinity
