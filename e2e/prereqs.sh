@@ -12,8 +12,9 @@
 #   guest-disk  the e2e guest's boot disk (e2e/guest/image.sh: syslinux, mtools...)
 #   guest-vm    booting the e2e guest by hand under QEMU's software emulation, with a
 #            NoCloud disk (make probe-agent-cost-guest): QEMU and xorriso, and guest-disk
-#   nodes    the local cluster's node VMs (make e2e-local-nodes-up): QEMU, qemu-img,
-#            mke2fs and mmdebstrap (their disk, node-image.sh)
+#   nodes    the local cluster's node VMs (make e2e-local-nodes-up): QEMU 10 or newer
+#            and qemu-img (on Debian 12 from bookworm-backports, which it adds), mke2fs
+#            and mmdebstrap (their disk, node-image.sh)
 #
 # As root it installs what is missing with apt-get, refreshing the package lists when
 # an install fails, and without starting any daemon the packages bring (containerd: the
@@ -26,6 +27,7 @@ die() { log "$*"; exit 1; }
 [[ $# -gt 0 ]] || die "usage: $0 SET... (config, kind, local, guest-disk, guest-vm, nodes)"
 
 packages=()
+new_qemu=false
 guest_disk=(syslinux syslinux-common mtools dosfstools fdisk cpio)
 for set in "$@"; do
   case $set in
@@ -48,10 +50,41 @@ for set in "$@"; do
       ) ;;
     guest-disk) packages+=("${guest_disk[@]}") ;;
     guest-vm) packages+=("${guest_disk[@]}" qemu-system-x86:qemu-system-x86_64 xorriso:xorriso) ;;
-    nodes) packages+=(qemu-system-x86:qemu-system-x86_64 qemu-utils:qemu-img e2fsprogs:mke2fs mmdebstrap) ;;
+    nodes)
+      packages+=(qemu-system-x86:qemu-system-x86_64 qemu-utils:qemu-img e2fsprogs:mke2fs mmdebstrap)
+      new_qemu=true
+      ;;
     *) die "unknown set '$set': config, kind, local, guest-disk, guest-vm or nodes" ;;
   esac
 done
+
+# The node VMs run Debian's kernel under QEMU's multi-threaded TCG. Under QEMU 7.2
+# (Debian 12's) their kernels oopsed on the int3 of their own code patching about every
+# 20 minutes each; under 10.0 none did (docs/e2e.md, "Nodes that are VMs"). Debian 12
+# has QEMU 10 in bookworm-backports.
+qemu_major() { qemu-system-x86_64 --version 2>/dev/null | sed -n 's/^QEMU emulator version \([0-9]*\).*/\1/p'; }
+backports() {
+  $new_qemu || return 0
+  local major
+  major=$(qemu_major)
+  [[ -n $major && $major -ge 10 ]] && return 0
+  local why="the node VMs need QEMU 10 or newer (docs/e2e.md), found ${major:-none}"
+  # shellcheck source=/dev/null
+  [[ $(. /etc/os-release && echo "${VERSION_CODENAME:-}") == bookworm ]] ||
+    die "$why: install QEMU 10 or newer from your distribution"
+  if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
+    die "$why; as root: add bookworm-backports to apt's sources, then apt-get install -y --no-install-recommends -t bookworm-backports qemu-system-x86 qemu-utils"
+  fi
+  local src=/etc/apt/sources.list.d/isochron-bookworm-backports.sources
+  if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d; then
+    log "$why: adding Debian's bookworm-backports to apt's sources ($src)"
+    printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' >"$src"
+  fi
+  apt-get update -q >/dev/null
+  log "installing QEMU from bookworm-backports"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends -t bookworm-backports qemu-system-x86 qemu-utils >/dev/null
+  log "installed $(qemu-system-x86_64 --version | head -1)"
+}
 
 missing=()
 for entry in "${packages[@]}"; do
@@ -59,7 +92,10 @@ for entry in "${packages[@]}"; do
   if [[ $cmd != "$entry" ]] && command -v "$cmd" >/dev/null; then continue; fi
   [[ $(dpkg-query -W -f '${db:Status-Status}' "$p" 2>/dev/null) == installed ]] || missing+=("$p")
 done
-((${#missing[@]})) || exit 0
+if ((${#missing[@]} == 0)); then
+  backports
+  exit 0
+fi
 
 if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
   die "missing Debian packages: ${missing[*]}; as root: apt-get install -y --no-install-recommends ${missing[*]}"
@@ -82,3 +118,4 @@ if ! apt_install; then
   apt_install
 fi
 log "installed ${missing[*]}"
+backports

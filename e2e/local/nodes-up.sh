@@ -86,11 +86,13 @@ boot() {
 
   # A TCG thread per vCPU (thread=multi): with one for all (thread=single) the node was
   # too slow for its own guests (the e2e guest printed nothing in 60 s, under KVM or
-  # TCG). Per vCPU, Debian's kernel has oopsed on the int3 of its own code patching
-  # (static keys flipped at boot and when a realtime VM started: sched_clock_idle_wakeup_
-  # event, __schedule), a vCPU running code translated before the patch: twice in about
-  # eight boots here. panic=5 reboots such a node (QEMU resets it; boot.sh runs again);
-  # tsc=reliable marks the clock stable from the start, which spares the boot's flip.
+  # TCG). Per vCPU under QEMU 7.2, Debian's kernel oopsed on the int3 of its own code
+  # patching (static keys flipped at boot, when a realtime VM started, in KVM's LAPIC
+  # code: sched_clock_idle_wakeup_event, __schedule, apic_has_pending_timer), a vCPU
+  # running code translated before the patch, about every 20 minutes per node; under
+  # QEMU 10 (e2e/prereqs.sh nodes) none has been seen. panic=5 still reboots a node that
+  # oopses (QEMU resets it; boot.sh runs again); tsc=reliable marks the clock stable from
+  # the start, which spares the boot's flip.
   log "starting node VM $name ($ip, pods $cidr; $NODE_CPUS vCPUs, $NODE_MEMORY memory, TCG)"
   qemu-system-x86_64 -name "$name" -machine q35 -accel tcg,thread=multi,tb-size=512 -cpu max \
     -smp "$NODE_CPUS" -m "$NODE_MEMORY" -nodefaults -display none -no-user-config \
