@@ -25,14 +25,19 @@ require github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring v
 
 require (
 	github.com/google/nftables v0.3.0
+	github.com/insomniacslk/dhcp v0.0.0-20230908212754-65c27093e38a
 	github.com/vishvananda/netlink v1.3.1
 	github.com/vishvananda/netns v0.0.5
 	k8s.io/component-helpers v0.34.3
 )
 
 require (
+	github.com/josharian/native v1.1.0 // indirect
 	github.com/mdlayher/netlink v1.7.3-0.20250113171957-fbb4dce95f42 // indirect
+	github.com/mdlayher/packet v1.1.2 // indirect
 	github.com/mdlayher/socket v0.5.0 // indirect
+	github.com/pierrec/lz4/v4 v4.1.14 // indirect
+	github.com/u-root/uio v0.0.0-20230220225925-ffce2a382923 // indirect
 )
 
 require (

@@ -272,10 +272,21 @@ func checkLeased(ctx context.Context, t *testing.T, vmi *kubevirtv1.VirtualMachi
 		t.Fatalf("no virt-launcher pod of VMI %s (label %s=%s)", vmi.Name, kubevirtv1.CreatedByLabel, vmi.UID)
 	}
 	launcher := &pods.Items[0]
+	if ip, err := leasedRTAddress(launcher, network); err != nil {
+		t.Error(err)
+	} else {
+		t.Logf("virt-launcher pod %s: %s on %s, leased by whereabouts from %s", launcher.Name, ip, network, rtRange)
+	}
+	return launcher
+}
+
+// leasedRTAddress is the address of rtRange that Multus reports for the pod on network
+// (namespace/name): whereabouts' lease, which KubeVirt's bridge binding hands to the
+// guest by DHCP.
+func leasedRTAddress(pod *corev1.Pod, network string) (string, error) {
 	var statuses []nadv1.NetworkStatus
-	if err := json.Unmarshal([]byte(launcher.Annotations[nadv1.NetworkStatusAnnot]), &statuses); err != nil {
-		t.Errorf("virt-launcher pod %s: annotation %s: %v", launcher.Name, nadv1.NetworkStatusAnnot, err)
-		return launcher
+	if err := json.Unmarshal([]byte(pod.Annotations[nadv1.NetworkStatusAnnot]), &statuses); err != nil {
+		return "", fmt.Errorf("virt-launcher pod %s: annotation %s: %w", pod.Name, nadv1.NetworkStatusAnnot, err)
 	}
 	_, cidr, _ := net.ParseCIDR(rtRange)
 	for _, s := range statuses {
@@ -284,13 +295,11 @@ func checkLeased(ctx context.Context, t *testing.T, vmi *kubevirtv1.VirtualMachi
 		}
 		for _, ip := range s.IPs {
 			if cidr.Contains(net.ParseIP(ip)) {
-				t.Logf("virt-launcher pod %s: %s on %s (%s), leased by whereabouts from %s", launcher.Name, ip, network, s.Interface, rtRange)
-				return launcher
+				return ip, nil
 			}
 		}
 	}
-	t.Errorf("virt-launcher pod %s has no address of %s on %s: network-status %s", launcher.Name, rtRange, network, launcher.Annotations[nadv1.NetworkStatusAnnot])
-	return launcher
+	return "", fmt.Errorf("virt-launcher pod %s has no address of %s on %s: network-status %s", pod.Name, rtRange, network, pod.Annotations[nadv1.NetworkStatusAnnot])
 }
 
 // vmiFailure is what the VMI's Warning Events say.

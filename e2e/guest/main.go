@@ -14,10 +14,16 @@
 //     humans wait for on the serial console;
 //   - brings lo and the first ethernet interface up and, when the kernel command line
 //     has isochron.ip=ADDR/PREFIX (and optionally isochron.gw=GW), gives it that address
-//     and default route over rtnetlink. There is no DHCP client: KubeVirt's masquerade
-//     binding always hands out 10.0.2.2/24 via 10.0.2.1, which the image's default
-//     command line sets statically;
+//     and default route over rtnetlink. It asks no DHCP server there: KubeVirt's
+//     masquerade binding always hands out 10.0.2.2/24 via 10.0.2.1, which the image's
+//     default command line sets statically;
+//   - brings every other ethernet interface up (the RT-NIC: KubeVirt's bridge binding on
+//     a Multus network) and gives it the address and prefix of a DHCPv4 lease, but no
+//     route: the first interface keeps the default route (dhcp.go);
 //   - answers UDP echo (RFC 862, port 7) for the probe's round trips;
+//   - relays UDP on port 8: "ADDR:PORT DATA" sends DATA to ADDR:PORT and answers with
+//     "from ADDR:PORT REPLY", "timeout ADDR:PORT" or "error WHY", so that the e2e suite
+//     can show UDP between two crawlers over the RT network (relay.go);
 //   - runs isochron's probe agent as a cloud image's cloud-init would run isochron's
 //     part of the user data (agent.go);
 //   - reaps zombies and never exits, since the kernel panics when PID 1 does.
@@ -54,8 +60,11 @@ func main() {
 	if err := setLinkUp("lo"); err != nil {
 		logf("lo: %v", err)
 	}
-	configureNetwork()
+	if first := configureNetwork(); first != 0 {
+		go configureOtherNICs(first)
+	}
 	go echo()
+	go relay()
 	go startAgent()
 	reap()
 }
@@ -99,12 +108,21 @@ func parseCmdline(cmdline string) (netConfig, error) {
 	return c, nil
 }
 
-func configureNetwork() {
+// configureNetwork configures the first ethernet interface as the kernel command line
+// says and returns its index, 0 when there is none.
+func configureNetwork() int {
 	ifc, err := firstEthernet(3 * time.Second)
 	if err != nil {
 		logf("network: %v", err)
-		return
+		return 0
 	}
+	configureFirst(ifc)
+	return ifc.Index
+}
+
+// configureFirst brings ifc up and gives it the address and default route of the kernel
+// command line.
+func configureFirst(ifc net.Interface) {
 	if err := setLinkUp(ifc.Name); err != nil {
 		logf("%s: %v", ifc.Name, err)
 		return
