@@ -62,8 +62,61 @@ func TestDedicatedCrawlerRunsOnExclusiveCPUs(t *testing.T) {
 		if both := intersect(exclusive, shared); len(both) > 0 {
 			t.Errorf("CPUs %v are in the crawler's cpuset %v and in the shared pool %v", both, exclusive, shared)
 		}
-		checkDomain(t, readDomain(t, vmi, launcher.Name), readQEMU(t, launcher.Namespace, launcher.Name), exclusive, sizing, cvm.Spec.Guest.Memory.Value())
+		// virt-handler gives the vCPU threads their realtime policy after the VMI is
+		// Running (one run read SCHED_OTHER right after Ready): wait for it, as long as
+		// the threads are KVM's (under emulation it never comes, checkDomain says why).
+		var q qemuProcess
+		waitFor(t, 2*time.Minute, "the vCPU threads realtime", func() (bool, string, error) {
+			q = readQEMU(t, launcher.Namespace, launcher.Name)
+			vcpus, _ := q.vCPUs()
+			for _, th := range vcpus {
+				if strings.HasSuffix(th.Name, "/KVM") && th.Policy != 1 && th.Policy != 2 {
+					return false, fmt.Sprintf("vCPU thread %q has scheduling policy %d", th.Name, th.Policy), nil
+				}
+			}
+			return len(vcpus) > 0, fmt.Sprintf("%d vCPU threads", len(vcpus)), nil
+		})
+		checkDomain(t, readDomain(t, vmi, launcher.Name), q, exclusive, sizing, cvm.Spec.Guest.Memory.Value())
+		secondDedicatedCrawler(ctx, t, ns, launcher.Spec.NodeName)
 	})
+}
+
+// secondDedicatedCrawler places a second dedicated crawler while the first runs on node
+// first. Where the first took the CPUs a second needs (a node VM of the local cluster has
+// 3 allocatable, each crawler takes 2), it goes to another node that can hold it or is
+// refused, naming what binds; where it fits beside the first, the test logs it.
+func secondDedicatedCrawler(ctx context.Context, t *testing.T, ns, first string) {
+	t.Helper()
+	cvm := crawler(ns, "tower-2")
+	if err := cl.Create(ctx, cvm); err != nil {
+		t.Fatalf("creating the second CrawlerVM: %v", err)
+	}
+	var placed *metav1.Condition
+	waitFor(t, placeTimeout, "the second crawler placed or refused", func() (bool, string, error) {
+		placed = condition(ctx, t, cvm, isov1.ConditionPlaced)
+		return placed != nil && placed.Status != metav1.ConditionUnknown && (placed.Status == metav1.ConditionFalse || cvm.Status.Placement != nil),
+			fmt.Sprintf("Placed: %v", placed), nil
+	})
+	node := &corev1.Node{}
+	if err := cl.Get(ctx, client.ObjectKey{Name: first}, node); err != nil {
+		t.Fatal(err)
+	}
+	free := node.Status.Allocatable.Cpu().MilliValue() - 2000 // the first crawler's two CPUs
+	switch {
+	case placed.Status == metav1.ConditionTrue && cvm.Status.Placement.Node != first:
+		t.Logf("the second dedicated crawler went to %s (the first runs on %s)", cvm.Status.Placement.Node, first)
+	case placed.Status == metav1.ConditionTrue && free >= 2000:
+		t.Logf("the second dedicated crawler fits beside the first on %s (%dm allocatable CPU left)", first, free)
+	case placed.Status == metav1.ConditionTrue:
+		t.Errorf("the second dedicated crawler was placed on %s beside the first, with %dm allocatable CPU left for its 2 exclusive CPUs", first, free)
+	case !strings.Contains(placed.Message, first) || !strings.Contains(placed.Message, "exclusive CPUs"):
+		t.Errorf("the second dedicated crawler was refused (%s: %s): want the message to name node %s and its exclusive CPUs", placed.Reason, placed.Message, first)
+	default:
+		t.Logf("the second dedicated crawler was refused: %s: %s", placed.Reason, placed.Message)
+	}
+	if err := cl.Delete(ctx, cvm); err != nil {
+		t.Errorf("deleting the second CrawlerVM: %v", err)
+	}
 }
 
 // checkDomain checks what the running domain does with a dedicated crawler's CPUs and
@@ -455,9 +508,11 @@ func cpuSet(t *testing.T, ns, pod, container string) []int {
 	t.Helper()
 	// KubeVirt moves a dedicated VMI's non-vCPU threads into a child cgroup of the compute
 	// container, "housekeeping", holding the emulator's CPU; a process exec'd into the
-	// container may join it: its parent is the container's.
-	script := `p=$(sed -n 's/^0:://p' /proc/self/cgroup); p=${p%/housekeeping}
-if [ -n "$p" ] && [ -r "/sys/fs/cgroup$p/cpuset.cpus.effective" ]; then cat "/sys/fs/cgroup$p/cpuset.cpus.effective"; exit; fi
+	// container may join it: its parent is the container's. Under a cgroup namespace (the
+	// node VMs' cgroup v2) the container's own cgroup is "/", so housekeeping is
+	// "/housekeeping" and the container's is /sys/fs/cgroup itself.
+	script := `if grep -q '^0::' /proc/self/cgroup; then p=$(sed -n 's/^0:://p' /proc/self/cgroup); p=${p%/}; p=${p%/housekeeping}
+f=/sys/fs/cgroup$p/cpuset.cpus.effective; if [ -r "$f" ]; then cat "$f"; exit; fi; fi
 p=$(sed -n 's/^[0-9]*:cpuset://p' /proc/self/cgroup)
 if [ -n "$p" ] && [ -r "/sys/fs/cgroup/cpuset$p/cpuset.effective_cpus" ]; then cat "/sys/fs/cgroup/cpuset$p/cpuset.effective_cpus"; exit; fi
 sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status`
