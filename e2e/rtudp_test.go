@@ -12,6 +12,7 @@ import (
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
@@ -56,7 +57,7 @@ func TestRTNetworkCarriesUDPBetweenCrawlers(t *testing.T) {
 	var peers []*peer
 	for i, node := range nodes[:2] {
 		cvm := crawler(ns, fmt.Sprintf("peer-%d", i+1), shared, func(c *isov1.CrawlerVM) {
-			c.Spec.RTNIC = &isov1.RTNIC{NetworkName: nad.Name, Deadline: metav1.Duration{Duration: 20 * time.Millisecond}}
+			c.Spec.RTNIC = &isov1.RTNIC{NetworkName: nad.Name, Deadline: metav1.Duration{Duration: 20 * time.Millisecond}, MinBandwidth: resource.MustParse("10M")}
 			c.Spec.Placement = &isov1.Placement{NodeSelector: map[string]string{corev1.LabelHostname: node}}
 		})
 		cvm, vmi := runCrawlerVM(ctx, t, cvm)
