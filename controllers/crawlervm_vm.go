@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -327,7 +329,29 @@ func (r *CrawlerVMReconciler) nodeState(ctx context.Context, cvm *isov1.CrawlerV
 	if err != nil {
 		return move.NodeState{}, fmt.Errorf("reading node %s: %w", name, err)
 	}
-	return move.Node(node, name, vmi, r.clock.Now(), r.nodeLostGrace), nil
+	var lastRenew time.Time
+	if node != nil && !nodeReady(node) {
+		// Read only for a node that is not ready, from the API server: the cache does not
+		// watch Leases (every node renews its own every 10 s).
+		lease, err := getOrNil(ctx, r.APIReader, client.ObjectKey{Namespace: corev1.NamespaceNodeLease, Name: name}, &coordinationv1.Lease{})
+		if err != nil {
+			return move.NodeState{}, fmt.Errorf("reading the Lease of node %s: %w", name, err)
+		}
+		if lease != nil && lease.Spec.RenewTime != nil {
+			lastRenew = lease.Spec.RenewTime.Time
+		}
+	}
+	return move.Node(node, name, vmi, lastRenew, r.clock.Now(), r.nodeLostGrace), nil
+}
+
+// nodeReady says whether node reports Ready=True.
+func nodeReady(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // getOrNil reads obj by key from the cache, nil when there is none.

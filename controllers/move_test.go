@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -376,6 +378,8 @@ func TestLostNodeIsReportedThenFencedThenRecovered(t *testing.T) {
 	from := c.Status.Placement.Node
 	to := map[string]string{"lost-1": "lost-2", "lost-2": "lost-1"}[from]
 
+	// Its kubelet last renewed the node's Lease 90 s ago: the outage starts there.
+	renewed := nodeLease(t, from, time.Now().Add(-90*time.Second))
 	// Not ready for a minute: past the 30 s grace.
 	// A minute ago by the node's clock (KubeVirt's and the node's times are the real
 	// time; the reconciler's clock may be ahead by what other tests stepped it).
@@ -423,11 +427,14 @@ func TestLostNodeIsReportedThenFencedThenRecovered(t *testing.T) {
 	if v, _ := gauge(t, "isochron_crawler_node_lost", map[string]string{"namespace": ns, "name": c.Name}); v != 0 {
 		t.Errorf("isochron_crawler_node_lost = %v after the recovery, want 0", v)
 	}
-	// One outage, of the node loss, from when the node stopped being ready: more than the
-	// 26 s a month that 99.999% allows.
+	// One outage, of the node loss, from the node's last Lease renewal: more than the 26 s
+	// a month that 99.999% allows.
 	o := outageOf(c)
-	if len(c.Status.Outages) != 1 || o.Cause != isov1.OutageNodeLoss || o.Duration == nil || o.Duration.Duration < 59*time.Second {
-		t.Errorf("outages %+v: want one NodeLoss outage of a minute or more", c.Status.Outages)
+	if len(c.Status.Outages) != 1 || o.Cause != isov1.OutageNodeLoss || o.Duration == nil || o.Duration.Duration < 89*time.Second {
+		t.Errorf("outages %+v: want one NodeLoss outage of 90 s or more", c.Status.Outages)
+	}
+	if d := o.Start.Sub(renewed); d < -time.Second || d > time.Second {
+		t.Errorf("the outage starts at %s, want the node's last Lease renewal %s", o.Start.UTC(), renewed.UTC())
 	}
 	if !hasCondition(c, isov1.ConditionDowntimeWithinBudget, metav1.ConditionFalse, isov1.ReasonBudgetSpent) {
 		t.Errorf("%s: want the budget spent", condition(c, isov1.ConditionDowntimeWithinBudget))
@@ -576,4 +583,22 @@ func TestRejectedLauncherMovesTheCrawler(t *testing.T) {
 	waitForCrawler(t, c, "Ready on "+to, func(c *isov1.CrawlerVM) bool {
 		return hasCondition(c, isov1.ConditionReady, metav1.ConditionTrue, isov1.ReasonVMIRunning) && c.Status.Move == nil
 	})
+}
+
+// nodeLease creates or updates node's Lease in kube-node-lease, renewed at renewed (as
+// its kubelet does), and returns that time.
+func nodeLease(t *testing.T, node string, renewed time.Time) time.Time {
+	t.Helper()
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: corev1.NamespaceNodeLease}}
+	if err := k8s.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	at := metav1.NewMicroTime(renewed)
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: corev1.NamespaceNodeLease, Name: node},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(node), LeaseDurationSeconds: ptr.To[int32](40), RenewTime: &at}}
+	if err := k8s.Create(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	return at.Time
 }

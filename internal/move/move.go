@@ -268,16 +268,20 @@ type NodeState struct {
 	Fenced bool
 	// Wait is, for a node not ready for less than the grace, when it would be lost.
 	Wait time.Duration
-	// Since is when the node stopped being ready (zero when it was deleted or fenced
-	// while ready).
+	// Since is when the crawler there was last known up: the kubelet's last renewal of
+	// its Lease before the node stopped being ready, else when it stopped being ready
+	// (zero when it was deleted or fenced while ready).
 	Since time.Time
 	// Why says what happened to the node, for the crawler's Ready condition.
 	Why string
 }
 
 // Node judges node, the Node named name that the crawler is placed on (nil when it is
-// gone), for the crawler whose VMI is vmi (nil for none), at now.
-func Node(node *corev1.Node, name string, vmi *kubevirtv1.VirtualMachineInstance, now time.Time, grace time.Duration) NodeState {
+// gone), for the crawler whose VMI is vmi (nil for none), at now. lastRenew is when the
+// node's kubelet last renewed its Lease (kube-node-lease), zero when unknown: a lost
+// node's crawlers were last known up then, --node-monitor-grace-period (50 s by default in 1.34)
+// before the node controller marks the node not ready; the grace counts from that mark.
+func Node(node *corev1.Node, name string, vmi *kubevirtv1.VirtualMachineInstance, lastRenew, now time.Time, grace time.Duration) NodeState {
 	if node == nil {
 		return NodeState{Lost: true, Fenced: true, Why: fmt.Sprintf("node %s was deleted", name)}
 	}
@@ -301,6 +305,10 @@ func Node(node *corev1.Node, name string, vmi *kubevirtv1.VirtualMachineInstance
 		return NodeState{Wait: grace - down}
 	}
 	why := fmt.Sprintf("node %s has not been ready since %s (%s, reason %s)", name, since.UTC().Format(time.RFC3339), ready.Status, ready.Reason)
+	if !lastRenew.IsZero() && lastRenew.Before(since) {
+		since = lastRenew
+		why += fmt.Sprintf(", its kubelet last heard from at %s", since.UTC().Format(time.RFC3339))
+	}
 	if vmi == nil || vmi.Status.NodeName != name || vmi.IsFinal() || !vmi.DeletionTimestamp.IsZero() {
 		return NodeState{Lost: true, Fenced: true, Since: since, Why: why + ", and the crawler's VMI no longer runs there (its launcher pod is gone)"}
 	}

@@ -174,3 +174,45 @@ func TestRememberRefutations(t *testing.T) {
 		t.Errorf("Avoid = %+v, want node a only, with the probe", avoid)
 	}
 }
+
+func TestNode(t *testing.T) {
+	const grace = time.Minute
+	notReadyAt := t0.Add(-2 * time.Minute)
+	notReady := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{
+		Type: corev1.NodeReady, Status: corev1.ConditionUnknown, Reason: "NodeStatusUnknown", LastTransitionTime: metav1.Time{Time: notReadyAt},
+	}}}}
+	justNotReady := notReady.DeepCopy()
+	justNotReady.Status.Conditions[0].LastTransitionTime = metav1.Time{Time: t0.Add(-20 * time.Second)}
+	ready := notReady.DeepCopy()
+	ready.Status.Conditions[0].Status = corev1.ConditionTrue
+	fenced := notReady.DeepCopy()
+	fenced.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeOutOfService, Effect: corev1.TaintEffectNoExecute}}
+	cases := map[string]struct {
+		node      *corev1.Node
+		vmi       *kubevirtv1.VirtualMachineInstance
+		lastRenew time.Time
+		want      NodeState
+		why       string
+	}{
+		"ready":                                     {node: ready, vmi: vmi("a", "a"), want: NodeState{}},
+		"not ready within the grace waits":          {node: justNotReady, vmi: vmi("a", "a"), want: NodeState{Wait: 40 * time.Second}},
+		"lost, no Lease: since NotReady":            {node: notReady, vmi: vmi("a", "a"), want: NodeState{Lost: true, Since: notReadyAt}, why: "not been ready since"},
+		"lost: since the last Lease renewal":        {node: notReady, vmi: vmi("a", "a"), lastRenew: notReadyAt.Add(-50 * time.Second), want: NodeState{Lost: true, Since: notReadyAt.Add(-50 * time.Second)}, why: "last heard from at"},
+		"a renewal after NotReady is not the start": {node: notReady, vmi: vmi("a", "a"), lastRenew: notReadyAt.Add(time.Second), want: NodeState{Lost: true, Since: notReadyAt}},
+		"lost, its VMI gone: fenced":                {node: notReady, vmi: nil, lastRenew: notReadyAt.Add(-50 * time.Second), want: NodeState{Lost: true, Fenced: true, Since: notReadyAt.Add(-50 * time.Second)}, why: "launcher pod is gone"},
+		"the out-of-service taint fences":           {node: fenced, vmi: vmi("a", "a"), want: NodeState{Lost: true, Fenced: true}, why: "fenced (taint"},
+		"deleted":                                   {node: nil, vmi: vmi("a", "a"), want: NodeState{Lost: true, Fenced: true}, why: "was deleted"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := Node(tc.node, "a", tc.vmi, tc.lastRenew, t0, grace)
+			if tc.why != "" && !strings.Contains(got.Why, tc.why) {
+				t.Errorf("Why = %q, want it to contain %q", got.Why, tc.why)
+			}
+			got.Why = ""
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Node (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
