@@ -22,8 +22,10 @@ KUBE_API_LINTER_VERSION ?= v0.0.0-20260716143926-092fe0c72997
 KIND_VERSION ?= v0.30.0
 KIND_NODE_IMAGE ?= kindest/node:v1.34.0
 MULTUS_VERSION ?= v4.2.3
-# whereabouts (IPAM) on the local e2e cluster, pinned by e2e/local/modules/whereabouts/go.mod.
+# whereabouts (IPAM) on both e2e clusters, pinned by e2e/local/modules/whereabouts/go.mod.
 WHEREABOUTS_VERSION ?= v0.9.2
+# The CNI bridge plugin kind's nodes lack (the RT network's), built from its Go module.
+CNI_PLUGINS_VERSION ?= v1.7.1
 
 # Images (make docker-build, docker-save): the tags of the manager and rtprobe images.
 VERSION ?= v0.1.0

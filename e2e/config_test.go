@@ -109,31 +109,44 @@ func TestKindConfigHasStaticCPUManager(t *testing.T) {
 	if len(docs) != 1 || docs[0]["kind"] != "Cluster" {
 		t.Fatalf("kind-config.yaml: want one kind Cluster document, got %v", docs)
 	}
-	nodes, _ := docs[0]["nodes"].([]any)
-	if len(nodes) == 0 {
-		t.Fatal("kind-config.yaml: no nodes")
+	// The kubelet's configuration is the cluster's (kubeadm join ignores a worker's own).
+	patches, _ := docs[0]["kubeadmConfigPatches"].([]any)
+	var kubelet map[string]any
+	for _, p := range patches {
+		s, _ := p.(string)
+		var m map[string]any
+		if err := yaml.UnmarshalStrict([]byte(s), &m); err != nil {
+			t.Fatalf("kubeadmConfigPatches holds invalid YAML: %v", err)
+		}
+		if m["kind"] == "KubeletConfiguration" {
+			kubelet = m
+		}
 	}
-	for i := range nodes {
-		patches, _ := field(nodes[i], "kubeadmConfigPatches").([]any)
-		var kubelet map[string]any
-		for _, p := range patches {
-			s, _ := p.(string)
-			var m map[string]any
-			if err := yaml.UnmarshalStrict([]byte(s), &m); err != nil {
-				t.Fatalf("node %d: kubeadmConfigPatches holds invalid YAML: %v", i, err)
-			}
-			if m["kind"] == "KubeletConfiguration" {
-				kubelet = m
+	if kubelet == nil {
+		t.Fatal("no cluster-wide KubeletConfiguration patch")
+	}
+	for key, want := range map[string]any{"cpuManagerPolicy": "static", "reservedSystemCPUs": "0"} {
+		if got := kubelet[key]; got != want {
+			t.Errorf("KubeletConfiguration %s = %v, want %v", key, got, want)
+		}
+	}
+	// Two workers for the tests between nodes, labelled as make e2e-kind selects them
+	// (E2E_MOVE_NODES) and as realtime VMIs require.
+	nodes, _ := docs[0]["nodes"].([]any)
+	var workers int
+	for i, n := range nodes {
+		if field(n, "role") != "worker" {
+			continue
+		}
+		workers++
+		for key, want := range map[string]any{"kubevirt.io/realtime": "true", "isochron.io/e2e-node": "kind"} {
+			if got := field(n, "labels", key); got != want {
+				t.Errorf("node %d: label %s = %v, want %v", i, key, got, want)
 			}
 		}
-		if kubelet == nil {
-			t.Fatalf("node %d: no KubeletConfiguration patch", i)
-		}
-		for key, want := range map[string]any{"cpuManagerPolicy": "static", "reservedSystemCPUs": "0"} {
-			if got := kubelet[key]; got != want {
-				t.Errorf("node %d: KubeletConfiguration %s = %v, want %v", i, key, got, want)
-			}
-		}
+	}
+	if workers != 2 {
+		t.Errorf("kind-config.yaml: %d workers, want 2", workers)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -43,8 +44,10 @@ var (
 	kustomize  = env("KUSTOMIZE", "kustomize")
 	kubectl    = env("KUBECTL", "kubectl")
 	kubevirtNS = env("E2E_KUBEVIRT_NAMESPACE", "kubevirt")
-	// guestRunsAgent is set when the guest is known to run isochron's probe agent (the e2e
-	// guest of e2e/guest does): then a probe must judge counted intervals.
+	// guestRunsAgent is set when the guest is the e2e guest of e2e/guest: it runs
+	// isochron's probe agent (then a probe must judge counted intervals), a UDP echo on
+	// port 7 and a relay on port 8 (the tests between nodes measure a move with the echo
+	// and the RT network with the relay). KubeVirt's demo guest, kind's, runs none.
 	guestRunsAgent = os.Getenv("E2E_GUEST_RUNS_AGENT") != ""
 	// operatorNodeSelector, if set, places the manager's pods (a label selector, as
 	// kubectl takes it): the local cluster with node VMs keeps them on its control plane,
@@ -179,6 +182,11 @@ func setImages(u *unstructured.Unstructured) error {
 			return fmt.Errorf("E2E_OPERATOR_NODE_SELECTOR %q: %w", operatorNodeSelector, err)
 		}
 		dep.Spec.Template.Spec.NodeSelector = sel
+		// The control plane the selector names may be tainted (kind taints it once the
+		// cluster has workers).
+		dep.Spec.Template.Spec.Tolerations = append(dep.Spec.Template.Spec.Tolerations, corev1.Toleration{
+			Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule,
+		})
 	}
 	return setObject(u, dep, "Deployment")
 }

@@ -39,8 +39,19 @@ var (
 // and skips t unless two of them are Ready.
 func moveNodes(ctx context.Context, t *testing.T) (map[string]string, []string) {
 	t.Helper()
+	sel, ready, why := readyMoveNodes(ctx, t)
+	if why != "" {
+		t.Skip(why)
+	}
+	return sel, ready
+}
+
+// readyMoveNodes returns the selector of the nodes crawlers move between and the names
+// of those Ready and schedulable, or why there are not two of them.
+func readyMoveNodes(ctx context.Context, t *testing.T) (sel map[string]string, ready []string, why string) {
+	t.Helper()
 	if moveNodesSelector == "" {
-		t.Skip("E2E_MOVE_NODES (a label selector of two nodes or more) is not set: make e2e-local-multi sets it")
+		return nil, nil, "E2E_MOVE_NODES (a label selector of two nodes or more) is not set: make e2e-local-multi sets it"
 	}
 	sel, err := labels.ConvertSelectorToLabelsMap(moveNodesSelector)
 	if err != nil {
@@ -50,7 +61,6 @@ func moveNodes(ctx context.Context, t *testing.T) (map[string]string, []string) 
 	if err := cl.List(ctx, nodes, client.MatchingLabels(sel)); err != nil {
 		t.Fatalf("listing nodes: %v", err)
 	}
-	var ready []string
 	for _, n := range nodes.Items {
 		for _, c := range n.Status.Conditions {
 			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue && !n.Spec.Unschedulable {
@@ -60,9 +70,9 @@ func moveNodes(ctx context.Context, t *testing.T) (map[string]string, []string) 
 	}
 	sort.Strings(ready)
 	if len(ready) < 2 {
-		t.Skipf("nodes %s: %d Ready and schedulable (%v), want two", moveNodesSelector, len(ready), ready)
+		return sel, ready, fmt.Sprintf("nodes %s: %d Ready and schedulable (%v), want two", moveNodesSelector, len(ready), ready)
 	}
-	return sel, ready
+	return sel, ready, ""
 }
 
 // onMoveNodes places a crawler on the move nodes.
@@ -88,6 +98,9 @@ func shared(c *isov1.CrawlerVM) {
 func TestRefutedCrawlerMovesByLiveMigration(t *testing.T) {
 	ctx := context.Background()
 	sel, _ := moveNodes(ctx, t)
+	if !guestRunsAgent {
+		t.Skip("needs the e2e guest (E2E_GUEST_RUNS_AGENT): a probe of its agent's crawl refutes the crawler, and its UDP echo measures the move")
+	}
 	ns := testNamespace(t)
 	cvm := crawler(ns, "mover", shared, onMoveNodes(sel), func(c *isov1.CrawlerVM) {
 		c.Spec.Placement.OnRefuted = isov1.RefutedReplace

@@ -39,21 +39,43 @@ test-e2e-config: $(KUSTOMIZE) ## Check the e2e suite compiles, the guest's tests
 
 ##@ End-to-end: kind with nested virtualisation (e2e/kind; users' machines and CI, not here)
 
+# The kind cluster's RT network (e2e/kind/up.sh): a Docker network that spans the workers,
+# its interface in each the uplink of the bridge the suite's RT networks name.
+KIND_RT_NETWORK ?= isochron-e2e-rt
+KIND_RT_BRIDGE ?= isochronrt
+KIND_RT_UPLINK ?= rtuplink0
+# The CNI bridge plugin, copied into kind's nodes (their image has only kindnet's plugins).
+KIND_CNI_BRIDGE ?= $(LOCALBIN)/cni-bridge-$(CNI_PLUGINS_VERSION)
+# The suite on kind: the tests between nodes move crawlers between the workers
+# (kind-config.yaml labels them), the node-loss test kills one worker's container, and
+# the manager stays on the control plane, off the workers the tests drain and kill.
+E2E_KIND_ENV = KUBECONFIG=$(LOCALBIN)/kind-$(KIND_CLUSTER).kubeconfig E2E_RT_UPLINK=$(KIND_RT_UPLINK) \
+	E2E_MOVE_NODES=isochron.io/e2e-node=kind E2E_STOP_NODE='docker kill "$$NODE"' \
+	E2E_OPERATOR_NODE_SELECTOR=node-role.kubernetes.io/control-plane=
+
 .PHONY: e2e-kind
-e2e-kind: e2e-kind-prereqs docker-build $(KIND) $(KUSTOMIZE) $(ENVTEST_ASSETS)/kubectl ## Create a kind cluster with KubeVirt and Multus, load the images, run the suite (needs a Docker engine, /dev/kvm or emulation).
+e2e-kind: e2e-kind-prereqs docker-build $(KIND) $(KUSTOMIZE) $(ENVTEST_ASSETS)/kubectl $(KIND_CNI_BRIDGE) ## Create a kind cluster (two workers) with KubeVirt, Multus, whereabouts and an RT network, load the images, run the suite, the node-loss test last (needs a Docker engine, /dev/kvm or emulation).
+	wa=$$(cd e2e/local/modules/whereabouts && $(GO) mod download $(WHEREABOUTS_MODULE) && $(GO) list -m -f '{{.Dir}}' $(WHEREABOUTS_MODULE)); \
 	KUBECTL=$(ENVTEST_ASSETS)/kubectl KIND=$(KIND) KIND_CLUSTER=$(KIND_CLUSTER) KIND_NODE_IMAGE=$(KIND_NODE_IMAGE) \
-		KUBEVIRT_VERSION=$(KUBEVIRT_VERSION) MULTUS_VERSION=$(MULTUS_VERSION) \
+		KUBEVIRT_VERSION=$(KUBEVIRT_VERSION) MULTUS_VERSION=$(MULTUS_VERSION) WHEREABOUTS_VERSION=$(WHEREABOUTS_VERSION) WHEREABOUTS_DIR=$$wa \
+		CNI_BRIDGE_BIN=$(abspath $(KIND_CNI_BRIDGE)) RT_NETWORK=$(KIND_RT_NETWORK) RT_BRIDGE=$(KIND_RT_BRIDGE) RT_UPLINK=$(KIND_RT_UPLINK) \
 		IMG=$(IMG) NIC_AGENT_IMG=$(NIC_AGENT_IMG) PROBE_IMG=$(PROBE_IMG) KUSTOMIZE=$(KUSTOMIZE) \
 		KUBECONFIG_OUT=$(LOCALBIN)/kind-$(KIND_CLUSTER).kubeconfig e2e/kind/up.sh
-	KUBECONFIG=$(LOCALBIN)/kind-$(KIND_CLUSTER).kubeconfig $(MAKE) e2e
+	$(E2E_KIND_ENV) $(MAKE) e2e E2E_GO_TEST_FLAGS='-skip $(E2E_NODE_LOSS_TEST)' E2E_TIMEOUT=75m
+	$(E2E_KIND_ENV) $(MAKE) e2e E2E_GO_TEST_FLAGS='-run $(E2E_NODE_LOSS_TEST)'
+
+$(KIND_CNI_BRIDGE):
+	GOBIN=$(LOCALBIN) CGO_ENABLED=0 $(GO) install -trimpath github.com/containernetworking/plugins/plugins/main/bridge@$(CNI_PLUGINS_VERSION)
+	mv $(LOCALBIN)/bridge $@
 
 .PHONY: e2e-kind-prereqs
 e2e-kind-prereqs: ## Install the Debian packages e2e-kind needs (a Docker client and engine) as root, or name the missing ones.
 	$(E2E_PREREQS) kind
 
 .PHONY: e2e-kind-down
-e2e-kind-down: $(KIND) ## Delete the kind cluster e2e-kind created.
+e2e-kind-down: $(KIND) ## Delete the kind cluster e2e-kind created, and its RT network.
 	$(KIND) delete cluster --name $(KIND_CLUSTER)
+	docker network rm $(KIND_RT_NETWORK) 2>/dev/null || true
 
 $(KIND):
 	GOBIN=$(LOCALBIN) $(GO) install sigs.k8s.io/kind@$(KIND_VERSION)
