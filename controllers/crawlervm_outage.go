@@ -51,11 +51,11 @@ func (r *CrawlerVMReconciler) trackOutage(cvm *isov1.CrawlerVM, st *statusWriter
 	switch change {
 	case outage.Began:
 		o := list[0]
-		st.event(cvm, corev1.EventTypeWarning, "OutageBegan", "The crawler stopped running ("+string(o.Cause)+"): "+o.Message)
+		st.event(cvm, corev1.EventTypeWarning, isov1.EventReasonOutageBegan, "The crawler stopped running ("+string(o.Cause)+"): "+o.Message)
 		st.after(func() { r.metrics.outages.WithLabelValues(key[0], key[1], string(o.Cause)).Inc() })
 	case outage.Ended:
 		o := list[0]
-		st.event(cvm, corev1.EventTypeNormal, "OutageEnded", "The crawler runs again after "+format.Duration(o.Duration.Duration)+" down ("+string(o.Cause)+")")
+		st.event(cvm, corev1.EventTypeNormal, isov1.EventReasonOutageEnded, "The crawler runs again after "+format.Duration(o.Duration.Duration)+" down ("+string(o.Cause)+")")
 		st.after(func() { r.metrics.downtime.WithLabelValues(key[0], key[1], string(o.Cause)).Add(o.Duration.Seconds()) })
 	}
 	if len(cvm.Status.Outages) > 0 {

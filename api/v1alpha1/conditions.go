@@ -185,6 +185,10 @@ const (
 	// EventReasonVMIAdopted: a bare VMI an earlier release of isochron created from the
 	// current spec keeps running, adopted by the crawler's new VirtualMachine.
 	EventReasonVMIAdopted = "VMIAdopted"
+	// EventReasonOutageBegan and EventReasonOutageEnded: the crawler stopped running, and
+	// runs again (status.outages).
+	EventReasonOutageBegan = "OutageBegan"
+	EventReasonOutageEnded = "OutageEnded"
 	// EventReasonProbeStarted: a probe Job was created.
 	EventReasonProbeStarted = "ProbeStarted"
 	// EventReasonProbeCancelled: a probe Job of an outdated spec or VMI was deleted.
