@@ -565,8 +565,25 @@ func TestBareVMIOfAnEarlierReleaseIsAdoptedRunning(t *testing.T) {
 		}
 		return old
 	}
+	// KubeVirt's VM controller adopts the VMI at its first sync of the new VM; until then
+	// the VMI, released to the VM, runs as it ran: the crawler stays Ready, its launcher is
+	// guarded already, and no outage is counted.
+	kv.HoldAdoption(true)
+	t.Cleanup(func() { kv.HoldAdoption(false) })
 	old := legacy(nil)
 	uid := old.UID
+	eventually(t, "the released VMI guarded while KubeVirt has not adopted it yet", func() (bool, string) {
+		pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "legacy-adopted"}}
+		get(t, vmi)
+		return get(t, pdb), fmt.Sprintf("VMI owners %+v", vmi.OwnerReferences)
+	})
+	if get(t, vmi); metav1.GetControllerOf(vmi) != nil || vmi.UID != uid {
+		t.Fatalf("VMI uid %s owners %+v: want the bare VMI (%s) released, not adopted yet", vmi.UID, vmi.OwnerReferences, uid)
+	}
+	if get(t, c); !hasCondition(c, isov1.ConditionReady, metav1.ConditionTrue, isov1.ReasonVMIRunning) || len(c.Status.Outages) > 0 {
+		t.Errorf("while KubeVirt adopts the VMI: %s, outages %+v; want Ready and no outage", condition(c, isov1.ConditionReady), c.Status.Outages)
+	}
+	kv.HoldAdoption(false)
 	vm := &kubevirtv1.VirtualMachine{}
 	eventually(t, "a new VM that adopted the running VMI and that KubeVirt reports Running", func() (bool, string) {
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "legacy"}, vm); err != nil {
@@ -591,6 +608,9 @@ func TestBareVMIOfAnEarlierReleaseIsAdoptedRunning(t *testing.T) {
 	waitForCrawler(t, c, "still Ready", func(c *isov1.CrawlerVM) bool {
 		return hasCondition(c, isov1.ConditionReady, metav1.ConditionTrue, isov1.ReasonVMIRunning)
 	})
+	if len(c.Status.Outages) > 0 || len(eventsOf(t, c, isov1.EventReasonOutageBegan)) > 0 {
+		t.Errorf("outages %+v: the adoption counted as an outage", c.Status.Outages)
+	}
 
 	// The adopted VMI has no evictionStrategy External until its next start: a
 	// PodDisruptionBudget guards its launcher, and a cordon of its node (a drain's first

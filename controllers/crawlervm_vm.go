@@ -143,8 +143,17 @@ func (r *CrawlerVMReconciler) runVM(ctx context.Context, cvm *isov1.CrawlerVM, s
 		}
 	}
 	scope := w.Scope
-	if vmi != nil && !metav1.IsControlledBy(vmi, vm) {
-		scope.VMI = nil // not its VM's (yet): KubeVirt adopts it, or starts the VM's own
+	var adopting bool
+	scope.VMI, adopting = readiness.VMIOf(vm, vmi, cvm.UID)
+	if adopting {
+		// Released to its VM at an upgrade: KubeVirt's VM controller adopts it at its next
+		// sync (the VM is read again then); it runs as it ran meanwhile.
+		v := readiness.Judge(scope)
+		r.setReady(cvm, st, v)
+		if !v.OK {
+			return nil, nil
+		}
+		return vmi, nil
 	}
 	if scope.VMI != nil && vmi.Status.VirtualMachineRevisionName == "" {
 		// Adopted: give KubeVirt the start revision it keeps for the VMIs it starts.

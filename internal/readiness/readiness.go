@@ -12,6 +12,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
@@ -40,6 +42,31 @@ type Scope struct {
 	Node move.NodeState
 	// PlacedOn is the node the crawler is placed on.
 	PlacedOn string
+}
+
+// VMIOf is the VMI of the crawler's VM that its readiness is judged on: vmi when the VM
+// controls it, and also while it passes from the crawler to the VM at an upgrade (a bare
+// VMI of an earlier release: controlled by the crawler, or released, with no controller
+// and the crawler an owner, as the VM is created; a cache may show either): KubeVirt's VM
+// controller adopts it at its next sync, and meanwhile it runs as it ran, so the adoption
+// is no outage (adopting is then true). A VMI another object controls is not its VM's:
+// nil.
+func VMIOf(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, crawler types.UID) (own *kubevirtv1.VirtualMachineInstance, adopting bool) {
+	if vm == nil || vmi == nil {
+		return nil, false
+	}
+	if metav1.IsControlledBy(vmi, vm) {
+		return vmi, false
+	}
+	if c := metav1.GetControllerOf(vmi); c != nil && c.UID != crawler {
+		return nil, false
+	}
+	for _, ref := range vmi.OwnerReferences {
+		if ref.UID == crawler {
+			return vmi, true
+		}
+	}
+	return nil, false
 }
 
 // Check is one step of the chain: its verdict, when it applies to s.

@@ -106,3 +106,37 @@ func TestPreconditions(t *testing.T) {
 		}
 	}
 }
+
+// Whose VMI the crawler's readiness is judged on: its VM's, or one released to its VM and
+// not adopted yet (an upgrade), never another's.
+func TestVMIOf(t *testing.T) {
+	const crawler = "cvm-1"
+	owned := func(refs ...metav1.OwnerReference) func(*kubevirtv1.VirtualMachineInstance) {
+		return func(v *kubevirtv1.VirtualMachineInstance) { v.OwnerReferences = refs }
+	}
+	theVM := vm(func(v *kubevirtv1.VirtualMachine) { v.UID = "vm-1" })
+	byVM := metav1.OwnerReference{Kind: "VirtualMachine", Name: "tower-a", UID: "vm-1", Controller: ptr.To(true)}
+	byCrawler := metav1.OwnerReference{Kind: "CrawlerVM", Name: "tower-a", UID: crawler}
+	controlledByCrawler := metav1.OwnerReference{Kind: "CrawlerVM", Name: "tower-a", UID: crawler, Controller: ptr.To(true)}
+	cases := map[string]struct {
+		vm            *kubevirtv1.VirtualMachine
+		vmi           *kubevirtv1.VirtualMachineInstance
+		own, adopting bool
+	}{
+		"no VMI":                          {vm: theVM},
+		"no VM yet":                       {vmi: vmi(kubevirtv1.Running, owned(controlledByCrawler))},
+		"its VM's":                        {vm: theVM, vmi: vmi(kubevirtv1.Running, owned(byVM)), own: true},
+		"released to its VM, not adopted": {vm: theVM, vmi: vmi(kubevirtv1.Running, owned(byCrawler)), own: true, adopting: true},
+		"still the crawler's (a cache)":   {vm: theVM, vmi: vmi(kubevirtv1.Running, owned(controlledByCrawler)), own: true, adopting: true},
+		"another's":                       {vm: theVM, vmi: vmi(kubevirtv1.Running, owned(metav1.OwnerReference{Kind: "VirtualMachine", Name: "tower-a", UID: "vm-0", Controller: ptr.To(true)}))},
+		"nobody's":                        {vm: theVM, vmi: vmi(kubevirtv1.Running)},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			own, adopting := VMIOf(tc.vm, tc.vmi, crawler)
+			if (own != nil) != tc.own || adopting != tc.adopting {
+				t.Errorf("VMIOf = %v, adopting %v; want own %v, adopting %v", own != nil, adopting, tc.own, tc.adopting)
+			}
+		})
+	}
+}

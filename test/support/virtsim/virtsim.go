@@ -64,6 +64,8 @@ type Sim struct {
 	// before it fails (KubeVirt: 5 minutes, migration.go
 	// defaultUnschedulablePendingTimeoutSeconds); 0 fails it at once.
 	unschedulable time.Duration
+	// adoptionHeld keeps the VM controller from adopting VMIs (HoldAdoption).
+	adoptionHeld bool
 }
 
 // Start runs the simulation against the API server of cfg until Stop.
@@ -76,14 +78,14 @@ func Start(cfg *rest.Config, scheme *runtime.Scheme) (*Sim, error) {
 	byName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
 	})
-	opts := controller.Options{SkipNameValidation: ptr.To(true)}
-	if err := ctrl.NewControllerManagedBy(mgr).Named("virtsim-vm").WithOptions(opts).
+	copts := controller.Options{SkipNameValidation: ptr.To(true)}
+	if err := ctrl.NewControllerManagedBy(mgr).Named("virtsim-vm").WithOptions(copts).
 		For(&kubevirtv1.VirtualMachine{}).
 		Watches(&kubevirtv1.VirtualMachineInstance{}, byName). // a VMI is its VM's by name (vm.go getMatchingControllers)
 		Complete(reconcile.Func(s.syncVM)); err != nil {
 		return nil, err
 	}
-	if err := ctrl.NewControllerManagedBy(mgr).Named("virtsim-migration").WithOptions(opts).
+	if err := ctrl.NewControllerManagedBy(mgr).Named("virtsim-migration").WithOptions(copts).
 		For(&kubevirtv1.VirtualMachineInstanceMigration{}).
 		Complete(reconcile.Func(s.syncMigration)); err != nil {
 		return nil, err
@@ -116,6 +118,24 @@ func (s *Sim) SetUnschedulableTimeout(d time.Duration) {
 	defer s.mu.Unlock()
 	s.unschedulable = d
 }
+
+// HoldAdoption keeps the VM controller from adopting a VMI without a controller (true)
+// until it is let (false): the time between a VM's creation and the VM controller's
+// first sync of it, made as long as a test needs.
+func (s *Sim) HoldAdoption(hold bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.adoptionHeld = hold
+}
+
+func (s *Sim) adoptionIsHeld() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.adoptionHeld
+}
+
+// errAdoptionHeld ends a sync of a VM whose VMI waits for adoption (HoldAdoption).
+var errAdoptionHeld = errors.New("adoption held")
 
 // Evict is a pod eviction of the VMI's launcher, as virt-api's eviction admitter takes it
 // for evictionStrategy External (pod-eviction-admitter.go admitLauncherPod): the VMI is
@@ -158,6 +178,9 @@ func (s *Sim) syncVM(ctx context.Context, req reconcile.Request) (reconcile.Resu
 		return reconcile.Result{}, nil // the garbage collector deletes its VMI
 	}
 	vmi, err := s.claim(ctx, vm)
+	if errors.Is(err, errAdoptionHeld) {
+		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, nil
+	}
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -213,6 +236,8 @@ func (s *Sim) claim(ctx context.Context, vm *kubevirtv1.VirtualMachine) (*kubevi
 		return vmi, nil
 	case owner != nil || !vmi.DeletionTimestamp.IsZero():
 		return nil, nil
+	case s.adoptionIsHeld():
+		return nil, errAdoptionHeld
 	}
 	ref := metav1.NewControllerRef(vm, kubevirtv1.VirtualMachineGroupVersionKind)
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"ownerReferences": []metav1.OwnerReference{*ref}, "uid": vmi.UID}})
