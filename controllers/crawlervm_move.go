@@ -140,15 +140,32 @@ func (r *CrawlerVMReconciler) carryOutMove(ctx context.Context, cvm *isov1.Crawl
 		return nil
 	}
 	var mig *kubevirtv1.VirtualMachineInstanceMigration
-	if m.Migration != "" {
+	name := m.Migration
+	if name == "" && m.Mode == isov1.MoveLive && vmi != nil {
+		// The move's migration has a name of its own: a status write that lost a conflict
+		// after creating it did not record it, and KubeVirt refuses a second one.
+		name = migrationName(cvm)
+	}
+	if name != "" {
 		// From the API server: the cache may not show a migration just created yet.
-		got, err := getOrNil(ctx, r.APIReader, client.ObjectKey{Namespace: cvm.Namespace, Name: m.Migration}, &kubevirtv1.VirtualMachineInstanceMigration{})
+		got, err := getOrNil(ctx, r.APIReader, client.ObjectKey{Namespace: cvm.Namespace, Name: name}, &kubevirtv1.VirtualMachineInstanceMigration{})
 		if err != nil {
-			return fmt.Errorf("reading migration %s: %w", m.Migration, err)
+			return fmt.Errorf("reading migration %s: %w", name, err)
 		}
 		mig = got
+		if mig != nil {
+			m.Migration = name
+		}
 	}
-	next := move.NextStep(move.State{Move: m, VMI: vmi, Migration: mig, RestartRequired: restartRequired(vm)})
+	var inFlight *kubevirtv1.VirtualMachineInstanceMigration
+	if m.Migration == "" && vmi != nil {
+		other, err := r.inFlight(ctx, r.Client, vmi)
+		if err != nil {
+			return err
+		}
+		inFlight = other
+	}
+	next := move.NextStep(move.State{Move: m, VMI: vmi, Migration: mig, InFlight: inFlight, RestartRequired: restartRequired(vm)})
 	if next.Cold && m.Mode == isov1.MoveLive {
 		m.Mode, m.Message = isov1.MoveCold, format.Truncate(next.Why, maxRemediationMessage)
 	}
@@ -161,8 +178,18 @@ func (r *CrawlerVMReconciler) carryOutMove(ctx context.Context, cvm *isov1.Crawl
 			if !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) && !apierrors.IsBadRequest(err) {
 				return err
 			}
-			// KubeVirt refuses the migration (virt-api's migration admitter: the VMI cannot
-			// migrate): the VMI restarts on the new node instead.
+			// KubeVirt refuses the migration (virt-api's migration admitter). While another
+			// migration of the VMI has not ended (one the cache did not show yet), it
+			// refuses every new one: the move waits for it. Otherwise the VMI cannot
+			// migrate: it restarts on the new node instead.
+			other, ierr := r.inFlight(ctx, r.APIReader, vmi)
+			if ierr != nil {
+				return ierr
+			}
+			if other != nil {
+				r.setMoving(cvm, move.WaitingFor(other, vmi.Name))
+				return nil
+			}
 			m.Mode, m.Message = isov1.MoveCold, format.Truncate(fmt.Sprintf("KubeVirt refuses to migrate VMI %s (%v): it restarts on node %s", vmi.Name, err, m.To), maxRemediationMessage)
 			return r.restartElsewhere(ctx, cvm, vmi)
 		}
@@ -202,6 +229,15 @@ func (r *CrawlerVMReconciler) migrate(ctx context.Context, cvm *isov1.CrawlerVM,
 		return "", err
 	}
 	return mig.Name, nil
+}
+
+// inFlight is a migration of vmi that has not ended (move.InFlight), read by reader.
+func (r *CrawlerVMReconciler) inFlight(ctx context.Context, reader client.Reader, vmi *kubevirtv1.VirtualMachineInstance) (*kubevirtv1.VirtualMachineInstanceMigration, error) {
+	migs := &kubevirtv1.VirtualMachineInstanceMigrationList{}
+	if err := reader.List(ctx, migs, client.InNamespace(vmi.Namespace)); err != nil {
+		return nil, fmt.Errorf("listing the migrations of VMI %s: %w", vmi.Name, err)
+	}
+	return move.InFlight(migs.Items, vmi.Name), nil
 }
 
 // migrationName is the deterministic name of the migration of the crawler's move: one per

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -267,6 +268,54 @@ func TestAbortedMigrationLeavesTheCrawlerWhereItRuns(t *testing.T) {
 	}
 }
 
+// A move whose status write lost a conflict after it created its migration (seen in a
+// drain on the local cluster's node VMs) does not have the migration's name in
+// status.move. It finds the migration again by the name the move gives it: KubeVirt's
+// admission refuses a second migration while the first is in flight, and a refusal is no
+// reason to restart the crawler. The same VMI moves live.
+func TestMoveFindsItsUnrecordedMigration(t *testing.T) {
+	ns := namespace(t)
+	createNode(t, rtNode("unrec-1", "it", "unrec"), 16)
+	createNode(t, rtNode("unrec-2", "it", "unrec"), 16)
+	hold := true
+	migrations(t, ns, func(*kubevirtv1.VirtualMachineInstanceMigration) virtsim.Outcome {
+		if hold {
+			return virtsim.Hold
+		}
+		return virtsim.Complete
+	})
+	c, vmi := placedCrawler(t, ns, "unrecorded", "unrec", withOnRefuted(isov1.RefutedReplace))
+	from := c.Status.Placement.Node
+	refute(t, c)
+	waitForCrawler(t, c, "a migration under way", func(c *isov1.CrawlerVM) bool {
+		return c.Status.Move != nil && c.Status.Move.Migration != ""
+	})
+	name := c.Status.Move.Migration
+	// What the lost write leaves: the move, without its migration.
+	if err := k8s.Status().Patch(context.Background(), c, client.RawPatch(types.MergePatchType, []byte(`{"status":{"move":{"migration":null}}}`))); err != nil {
+		t.Fatal(err)
+	}
+	touch(t, vmi, "after the lost write")
+	waitForCrawler(t, c, "the move's migration found again", func(c *isov1.CrawlerVM) bool {
+		return c.Status.Move != nil && c.Status.Move.Migration == name
+	})
+	if got := waitForVMI(t, client.ObjectKeyFromObject(c), func(*kubevirtv1.VirtualMachineInstance) bool { return true }); got.UID != vmi.UID || !got.DeletionTimestamp.IsZero() ||
+		c.Status.Move.Mode != isov1.MoveLive {
+		t.Fatalf("VMI uid %s (was %s), deleting %v, move %+v: want the same VMI migrating live", got.UID, vmi.UID, got.DeletionTimestamp, c.Status.Move)
+	}
+	migs := &kubevirtv1.VirtualMachineInstanceMigrationList{}
+	if err := k8s.List(context.Background(), migs, client.InNamespace(ns)); err != nil || len(migs.Items) != 1 {
+		t.Errorf("migrations: %d (%v), want the move's one", len(migs.Items), err)
+	}
+	hold = false
+	waitForCrawler(t, c, "the move to end", func(c *isov1.CrawlerVM) bool {
+		return c.Status.Move == nil && c.Status.LastMove != nil
+	})
+	if l := c.Status.LastMove; l.Result != isov1.MoveSucceeded || l.Mode != isov1.MoveLive || l.From != from || len(c.Status.Outages) > 0 {
+		t.Errorf("last move %+v, outages %+v: want a live move, no outage", l, c.Status.Outages)
+	}
+}
+
 // A drain hands the crawler to isochron: the eviction of its launcher is refused and marks
 // the VMI for evacuation (evictionStrategy External), and isochron moves it live to a node
 // the model chose. With nowhere to go it stays, says what is missing, and the drain waits.
@@ -484,7 +533,7 @@ func TestCrashedCrawlerRestartsAndItsOutageIsCounted(t *testing.T) {
 	if v, ok := gauge(t, "isochron_crawler_outages_total", map[string]string{"namespace": ns, "name": c.Name, "cause": "Crash"}); !ok || v != 1 {
 		t.Errorf("isochron_crawler_outages_total{cause=Crash} = %v (present %v), want 1", v, ok)
 	}
-	if got := awaitEvents(t, c, "OutageEnded: "); len(got) != 1 {
+	if got := awaitEvents(t, c, isov1.EventReasonOutageEnded+": "); len(got) != 1 {
 		t.Errorf("OutageEnded Events %v, want one", got)
 	}
 

@@ -48,6 +48,9 @@ type State struct {
 	VMI *kubevirtv1.VirtualMachineInstance
 	// Migration is the move's migration (status.move.migration), nil when there is none.
 	Migration *kubevirtv1.VirtualMachineInstanceMigration
+	// InFlight is another migration of the VMI that has not ended (InFlight), nil for
+	// none: KubeVirt refuses a new one until it ends.
+	InFlight *kubevirtv1.VirtualMachineInstanceMigration
 	// RestartRequired is set when KubeVirt reports that the crawler's VM needs a restart:
 	// it then applies no live update to the VMI, the new affinity included (vm.go sync).
 	RestartRequired bool
@@ -115,7 +118,31 @@ func NextStep(st State) Next {
 	if Migrating(vmi) {
 		return Next{Step: Wait, Why: fmt.Sprintf("another migration of VMI %s runs", vmi.Name)}
 	}
+	if o := st.InFlight; o != nil {
+		return Next{Step: Wait, Why: WaitingFor(o, vmi.Name)}
+	}
 	return Next{Step: Migrate}
+}
+
+// InFlight is a migration of the VMI named vmi that has not ended: KubeVirt refuses to
+// create another while one is (migration-create-admitter.go ensureNoMigrationConflict:
+// every migration of the VMI not Succeeded or Failed, one being deleted included). nil
+// for none.
+func InFlight(migs []kubevirtv1.VirtualMachineInstanceMigration, vmi string) *kubevirtv1.VirtualMachineInstanceMigration {
+	for i := range migs {
+		m := &migs[i]
+		if m.Spec.VMIName != vmi || m.Status.Phase == kubevirtv1.MigrationSucceeded || m.Status.Phase == kubevirtv1.MigrationFailed {
+			continue
+		}
+		return m
+	}
+	return nil
+}
+
+// WaitingFor is what a move waits for while migration o of the VMI named vmi has not
+// ended (InFlight).
+func WaitingFor(o *kubevirtv1.VirtualMachineInstanceMigration, vmi string) string {
+	return fmt.Sprintf("migration %s of VMI %s has not ended (%s), and KubeVirt refuses another until it has", o.Name, vmi, migrationPhase(o))
 }
 
 // Migrating says whether a migration of the VMI is transferring it (KubeVirt's

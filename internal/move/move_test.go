@@ -90,6 +90,7 @@ func TestNextStep(t *testing.T) {
 		"the VMI still pinned to the old node waits for LiveUpdate": {st: State{Move: live, VMI: vmi("a", "a")}, want: Next{Step: Wait}, why: "pin VMI tower-a to node b"},
 		"pinned to the new node: migrate":                           {st: State{Move: live, VMI: vmi("a", "b")}, want: Next{Step: Migrate}},
 		"a migration of another's in flight waits":                  {st: State{Move: live, VMI: vmi("a", "b", migratingSince(t0))}, want: Next{Step: Wait}, why: "another migration"},
+		"another's migration not handed off yet waits, not refused": {st: State{Move: live, VMI: vmi("a", "b"), InFlight: named(migration(kubevirtv1.MigrationPending, ""), "virtctl-1")}, want: Next{Step: Wait}, why: "migration virtctl-1 of VMI tower-a has not ended (Pending)"},
 		"not live-migratable: cold":                                 {st: State{Move: live, VMI: vmi("a", "b", notMigratable)}, want: Next{Step: Restart, Cold: true}, why: "not live-migratable (InterfaceNotLiveMigratable: bridge binding)"},
 		"a read-only agent disk of an earlier release: cold":        {st: State{Move: live, VMI: vmi("a", "a", readOnlyAgentDisk)}, want: Next{Step: Restart, Cold: true}, why: "read-only disk isochron-agent"},
 		"a restart required stops LiveUpdate: cold":                 {st: State{Move: live, VMI: vmi("a", "a"), RestartRequired: true}, want: Next{Step: Restart, Cold: true}, why: "requires a restart"},
@@ -116,6 +117,40 @@ func TestNextStep(t *testing.T) {
 			got.Why = ""
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("NextStep (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A migration of the VMI that has not ended, as KubeVirt's admission counts them.
+func TestInFlight(t *testing.T) {
+	of := func(vmi, name string, phase kubevirtv1.VirtualMachineInstanceMigrationPhase, deleting bool) kubevirtv1.VirtualMachineInstanceMigration {
+		m := kubevirtv1.VirtualMachineInstanceMigration{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: kubevirtv1.VirtualMachineInstanceMigrationSpec{VMIName: vmi}}
+		m.Status.Phase = phase
+		if deleting {
+			m.DeletionTimestamp = &metav1.Time{Time: t0}
+		}
+		return m
+	}
+	cases := map[string]struct {
+		migs []kubevirtv1.VirtualMachineInstanceMigration
+		want string
+	}{
+		"none":                          {},
+		"ended ones":                    {migs: []kubevirtv1.VirtualMachineInstanceMigration{of("tower-a", "m1", kubevirtv1.MigrationSucceeded, false), of("tower-a", "m2", kubevirtv1.MigrationFailed, false)}},
+		"another VMI's":                 {migs: []kubevirtv1.VirtualMachineInstanceMigration{of("tower-b", "m1", kubevirtv1.MigrationRunning, false)}},
+		"pending":                       {migs: []kubevirtv1.VirtualMachineInstanceMigration{of("tower-a", "m1", "", false)}, want: "m1"},
+		"being deleted, not failed yet": {migs: []kubevirtv1.VirtualMachineInstanceMigration{of("tower-a", "m1", kubevirtv1.MigrationScheduling, true)}, want: "m1"},
+		"running, after an ended one":   {migs: []kubevirtv1.VirtualMachineInstanceMigration{of("tower-a", "m1", kubevirtv1.MigrationFailed, false), of("tower-a", "m2", kubevirtv1.MigrationRunning, false)}, want: "m2"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var got string
+			if m := InFlight(tc.migs, "tower-a"); m != nil {
+				got = m.Name
+			}
+			if got != tc.want {
+				t.Errorf("InFlight = %q, want %q", got, tc.want)
 			}
 		})
 	}
@@ -215,4 +250,9 @@ func TestNode(t *testing.T) {
 			}
 		})
 	}
+}
+
+func named(m *kubevirtv1.VirtualMachineInstanceMigration, name string) *kubevirtv1.VirtualMachineInstanceMigration {
+	m.Name = name
+	return m
 }

@@ -2,7 +2,8 @@
 // kube-apiserver and etcd (envtest, binaries built by `make envtest-bins`) with the CRDs
 // of isochron, KubeVirt, Multus and prometheus-operator (ServiceMonitor, PodMonitor,
 // PrometheusRule), kube-controller-manager's garbage collector and Job controllers, and
-// KubeVirt's VM and migration controllers as package virtsim plays them.
+// KubeVirt's VM and migration controllers and its migration admission as package virtsim
+// plays them.
 package testenv
 
 import (
@@ -92,6 +93,10 @@ func Start(root string, opts ...Option) (*Env, error) {
 		ErrorIfCRDPathMissing: true,
 		Scheme:                e.Scheme,
 	}
+	if !o.noKubeVirt {
+		// virt-api's migration admission, served by the simulation (virtsim.WithAdmission).
+		env.WebhookInstallOptions = envtest.WebhookInstallOptions{ValidatingWebhooks: virtsim.Webhooks()}
+	}
 	// A Service per crawler (its probe gateway): envtest's default /24 holds 254 of them;
 	// a /16 holds what the scale tests and the placement benchmark create.
 	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
@@ -126,7 +131,7 @@ func Start(root string, opts ...Option) (*Env, error) {
 	if o.noKubeVirt {
 		return e, nil
 	}
-	if e.KubeVirt, err = virtsim.Start(cfg, e.Scheme); err != nil {
+	if e.KubeVirt, err = virtsim.Start(cfg, e.Scheme, virtsim.WithAdmission(env.WebhookInstallOptions)); err != nil {
 		e.Stop()
 		return nil, err
 	}

@@ -2,8 +2,8 @@
 // VMs depend on and that no envtest runs: virt-controller's VM controller (starting,
 // restarting and adopting VMIs, RestartRequired, LiveUpdate of affinity), its migration
 // controller with the virt-handlers of both nodes (a VirtualMachineInstanceMigration
-// moving a VMI to another node), and virt-api's eviction admitter for evictionStrategy
-// External (Evict). Each step names the KubeVirt v1.8.4 code it mirrors, so that a
+// moving a VMI to another node), virt-api's eviction admitter for evictionStrategy
+// External (Evict) and its migration admission (WithAdmission: admission.go). Each step names the KubeVirt v1.8.4 code it mirrors, so that a
 // difference from KubeVirt is a defect of this package. What it does not play: pods
 // (no launcher pods are created; tests create the ones they need), guests, and the VMI
 // phases before Running (tests report them with kubelet.SetVMIPhase, as virt-handler).
@@ -69,12 +69,21 @@ type Sim struct {
 }
 
 // Start runs the simulation against the API server of cfg until Stop.
-func Start(cfg *rest.Config, scheme *runtime.Scheme) (*Sim, error) {
+func Start(cfg *rest.Config, scheme *runtime.Scheme, opts ...Option) (*Sim, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
 		return nil, fmt.Errorf("starting the KubeVirt simulation: %w", err)
 	}
 	s := &Sim{c: mgr.GetClient(), reader: mgr.GetAPIReader(), done: make(chan error, 1), unschedulable: 5 * time.Minute}
+	if o.admission != nil {
+		if err := mgr.Add(s.webhookServer(o.admission)); err != nil {
+			return nil, err
+		}
+	}
 	byName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
 	})
