@@ -226,8 +226,19 @@ e2e-local-multi: e2e-local-prereqs e2e-local-nodes-prereqs ## Bring up the local
 	$(MAKE) e2e-local-down PURGE=1
 	$(MAKE) e2e-local-up
 	$(MAKE) e2e-local-nodes-up E2E_LOCAL_NODES=$(E2E_LOCAL_MULTI_NODES)
+	$(MAKE) e2e-local-multi-suite
+
+# E2E_RUN, a go test -run pattern, picks tests of the suite (e2e-local-multi-suite).
+E2E_RUN ?=
+
+.PHONY: e2e-local-multi-suite
+e2e-local-multi-suite: ## Run the suite on the running local cluster with node VMs (e2e-local-up, e2e-local-nodes-up), the node-loss test last; E2E_RUN=pattern runs only the tests it matches.
+ifeq ($(E2E_RUN),)
 	$(E2E_LOCAL_MULTI_ENV) $(MAKE) e2e E2E_GUEST_IMAGE=$(E2E_GUEST_IMG) E2E_GO_TEST_FLAGS='-skip $(E2E_NODE_LOSS_TEST)' E2E_TIMEOUT=75m
 	$(E2E_LOCAL_MULTI_ENV) $(MAKE) e2e E2E_GUEST_IMAGE=$(E2E_GUEST_IMG) E2E_GO_TEST_FLAGS='-run $(E2E_NODE_LOSS_TEST)'
+else
+	$(E2E_LOCAL_MULTI_ENV) $(MAKE) e2e E2E_GUEST_IMAGE=$(E2E_GUEST_IMG) E2E_GO_TEST_FLAGS="-run '$(E2E_RUN)'" E2E_TIMEOUT=75m
+endif
 
 .PHONY: e2e-local-nodes-down
 e2e-local-nodes-down: ## Stop the node VMs (e2e-local-down stops them too).
