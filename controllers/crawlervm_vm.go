@@ -109,13 +109,15 @@ func (r *CrawlerVMReconciler) runVM(ctx context.Context, cvm *isov1.CrawlerVM, s
 		cvm.Status.VMI.Phase = string(vmi.Status.Phase)
 	}
 
-	if vm == nil {
-		if vmi != nil {
-			// A VMI before its VM: a bare VMI of an earlier release, or another's.
-			if done, err := r.adoptVMI(ctx, cvm, st, vmi, in); done || err != nil {
-				return nil, err
-			}
+	if vmi != nil && (vm == nil || metav1.IsControlledBy(vmi, cvm)) {
+		// A VMI before its VM (a bare VMI of an earlier release, or another's), or one the
+		// crawler still controls beside its VM (one a cache shows before its release): it
+		// is released to the VM, or replaced when it is outdated.
+		if done, err := r.adoptVMI(ctx, cvm, st, vmi, in); done || err != nil {
+			return nil, err
 		}
+	}
+	if vm == nil {
 		if err := r.applyVM(ctx, desired); err != nil {
 			return nil, err
 		}
