@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os/exec"
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -526,30 +524,4 @@ sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status`
 		t.Fatalf("cpuset of %s/%s container %s: %q: %v", ns, pod, container, out, err)
 	}
 	return cpus
-}
-
-// parseCPUList parses the kernel's list format, "0-2,5".
-func parseCPUList(s string) ([]int, error) {
-	var cpus []int
-	for _, part := range strings.Split(s, ",") {
-		if part == "" {
-			continue
-		}
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			return nil, fmt.Errorf("cpu list %q: %w", s, err)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil {
-				return nil, fmt.Errorf("cpu list %q: %w", s, err)
-			}
-		}
-		for c := a; c <= b; c++ {
-			cpus = append(cpus, c)
-		}
-	}
-	sort.Ints(cpus)
-	return cpus, nil
 }
