@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,6 +41,20 @@ func migrations(t *testing.T, ns string, outcome func(*kubevirtv1.VirtualMachine
 	t.Cleanup(func() { kv.SetOutcome(nil) })
 }
 
+// heldMigrations keeps ns's migrations Running until release is called; from then on
+// they complete. (virtsim asks for the outcome from its own goroutine: an atomic.)
+func heldMigrations(t *testing.T, ns string) (release func()) {
+	t.Helper()
+	var released atomic.Bool
+	migrations(t, ns, func(*kubevirtv1.VirtualMachineInstanceMigration) virtsim.Outcome {
+		if released.Load() {
+			return virtsim.Complete
+		}
+		return virtsim.Hold
+	})
+	return func() { released.Store(true) }
+}
+
 // exclusiveCPUs is what the ledger holds on node (isochron_node_exclusive_cpus).
 func exclusiveCPUs(t *testing.T, node string) float64 {
 	t.Helper()
@@ -68,13 +83,7 @@ func TestRefutedCrawlerMovesLive(t *testing.T) {
 	ns := namespace(t)
 	createNode(t, rtNode("mv-1", "it", "mv"), 16)
 	createNode(t, rtNode("mv-2", "it", "mv"), 16)
-	hold := true
-	migrations(t, ns, func(*kubevirtv1.VirtualMachineInstanceMigration) virtsim.Outcome {
-		if hold {
-			return virtsim.Hold
-		}
-		return virtsim.Complete
-	})
+	release := heldMigrations(t, ns)
 	c, vmi := placedCrawler(t, ns, "mover", "mv", withOnRefuted(isov1.RefutedReplace))
 	from := c.Status.Placement.Node
 	to := map[string]string{"mv-1": "mv-2", "mv-2": "mv-1"}[from]
@@ -110,7 +119,7 @@ func TestRefutedCrawlerMovesLive(t *testing.T) {
 		return src >= host && dst >= before+host, fmt.Sprintf("%s %v, %s %v (was %v), host CPUs %v", from, src, to, dst, before, host)
 	})
 
-	hold = false
+	release()
 	waitForCrawler(t, c, "the move to end", func(c *isov1.CrawlerVM) bool {
 		return c.Status.Move == nil && c.Status.LastMove != nil
 	})
@@ -277,13 +286,7 @@ func TestMoveFindsItsUnrecordedMigration(t *testing.T) {
 	ns := namespace(t)
 	createNode(t, rtNode("unrec-1", "it", "unrec"), 16)
 	createNode(t, rtNode("unrec-2", "it", "unrec"), 16)
-	hold := true
-	migrations(t, ns, func(*kubevirtv1.VirtualMachineInstanceMigration) virtsim.Outcome {
-		if hold {
-			return virtsim.Hold
-		}
-		return virtsim.Complete
-	})
+	release := heldMigrations(t, ns)
 	c, vmi := placedCrawler(t, ns, "unrecorded", "unrec", withOnRefuted(isov1.RefutedReplace))
 	from := c.Status.Placement.Node
 	refute(t, c)
@@ -307,7 +310,7 @@ func TestMoveFindsItsUnrecordedMigration(t *testing.T) {
 	if err := k8s.List(context.Background(), migs, client.InNamespace(ns)); err != nil || len(migs.Items) != 1 {
 		t.Errorf("migrations: %d (%v), want the move's one", len(migs.Items), err)
 	}
-	hold = false
+	release()
 	waitForCrawler(t, c, "the move to end", func(c *isov1.CrawlerVM) bool {
 		return c.Status.Move == nil && c.Status.LastMove != nil
 	})
