@@ -179,6 +179,11 @@ const (
 	// a crawler's RT-NIC one class up (it missed its deadline) or down (it kept it).
 	EventReasonRTNICRaised  = "RTNICRaised"
 	EventReasonRTNICLowered = "RTNICLowered"
+	// EventReasonVCPUsMadeRealtime: the NIC agent found vCPU threads of a dedicated
+	// crawler's QEMU without SCHED_FIFO past its grace and gave them the policy KubeVirt's
+	// realtime asks for; EventReasonVCPUsNotRealtime: it could not (the message says why).
+	EventReasonVCPUsMadeRealtime = "VCPUsMadeRealtime"
+	EventReasonVCPUsNotRealtime  = "VCPUsNotRealtime"
 	// EventReasonVMICreated: the crawler's VirtualMachine was created, pinned to its
 	// node; KubeVirt starts its VMI.
 	EventReasonVMICreated = "VMICreated"

@@ -1,7 +1,9 @@
 // Command nic-agent is isochron's NIC agent: one per node (DaemonSet isochron-nic-agent,
-// host network, NET_ADMIN only), it programs the egress of the node's RT uplinks from the
-// CrawlerVMs placed on the node (controllers/nicagent, internal/nic) and runs the RTvNIC
-// study's feedback on their classes. docs/rt-network.md.
+// host network and PID namespace, NET_ADMIN and SYS_NICE only), it programs the egress of
+// the node's RT uplinks from the CrawlerVMs placed on the node (controllers/nicagent,
+// internal/nic) and runs the RTvNIC study's feedback on their classes (docs/rt-network.md),
+// and keeps its dedicated crawlers' vCPU threads realtime where KubeVirt left them not
+// (VCPUGuard, internal/hostsched; docs/availability.md).
 package main
 
 import (
@@ -64,6 +66,11 @@ func main() {
 	r := &nicagent.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor(isov1.NICAgent), Node: node, Programmer: newHost()}
 	if err := r.SetupWithManager(mgr); err != nil {
 		log.Error(err, "Unable to set up the NIC agent")
+		os.Exit(1)
+	}
+	g := &nicagent.VCPUGuard{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor(isov1.NICAgent), Node: node, Threads: threads{}}
+	if err := g.SetupWithManager(mgr); err != nil {
+		log.Error(err, "Unable to set up the vCPU guard")
 		os.Exit(1)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
