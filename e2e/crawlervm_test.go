@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -75,6 +76,7 @@ func TestDedicatedCrawlerRunsOnExclusiveCPUs(t *testing.T) {
 			return len(vcpus) > 0, fmt.Sprintf("%d vCPU threads", len(vcpus)), nil
 		})
 		checkDomain(t, readDomain(t, vmi, launcher.Name), q, exclusive, sizing, cvm.Spec.Guest.Memory.Value())
+		checkVCPUGuard(ctx, t, cvm, launcher, q)
 		secondDedicatedCrawler(ctx, t, ns, launcher.Spec.NodeName)
 	})
 }
@@ -115,6 +117,69 @@ func secondDedicatedCrawler(ctx context.Context, t *testing.T, ns, first string)
 	if err := cl.Delete(ctx, cvm); err != nil {
 		t.Errorf("deleting the second CrawlerVM: %v", err)
 	}
+}
+
+// checkVCPUGuard takes SCHED_FIFO away from a vCPU thread of the dedicated crawler's QEMU,
+// as KubeVirt 1.8.4 leaves it when a domain's start outlasts virt-handler's sync, and waits
+// for the NIC agent's guard to give it back, with a VCPUsMadeRealtime Event on the
+// crawler. From inside the compute container, as QEMU's own user: lowering its own
+// thread's policy needs no privilege. Under software emulation (no "CPU n/KVM" threads)
+// there is nothing the guard guards.
+func checkVCPUGuard(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM, launcher *corev1.Pod, q qemuProcess) {
+	t.Helper()
+	if e := vcpuEvent(ctx, t, cvm, time.Time{}, 0); e != nil {
+		t.Logf("the NIC agent made the vCPUs realtime after KubeVirt's start: %s", e.Message)
+	}
+	vcpus, _ := q.vCPUs()
+	if len(vcpus) == 0 || !strings.HasSuffix(vcpus[0].Name, "/KVM") {
+		return
+	}
+	th := vcpus[0]
+	start := time.Now()
+	args := []string{"exec", "-n", launcher.Namespace, launcher.Name, "-c", "compute", "--", "chrt", "--other", "-p", "0", strconv.Itoa(th.TID)}
+	if out, err := exec.Command(kubectl, args...).CombinedOutput(); err != nil {
+		t.Fatalf("taking SCHED_FIFO from vCPU thread %d: kubectl %s: %v\n%s", th.TID, strings.Join(args, " "), err, out)
+	}
+	t.Logf("vCPU thread %d %q set to SCHED_OTHER", th.TID, th.Name)
+	waitFor(t, 2*time.Minute, "the NIC agent to make the vCPU realtime again", func() (bool, string, error) {
+		for _, x := range readQEMU(t, launcher.Namespace, launcher.Name).Threads {
+			if x.TID == th.TID {
+				return x.Policy == 1, fmt.Sprintf("thread %d has scheduling policy %d", x.TID, x.Policy), nil
+			}
+		}
+		return false, "", fmt.Errorf("vCPU thread %d is gone", th.TID)
+	})
+	t.Logf("vCPU thread %d SCHED_FIFO again %s after it was taken", th.TID, time.Since(start).Round(time.Second))
+	var e *corev1.Event
+	waitFor(t, time.Minute, "the crawler's Event "+isov1.EventReasonVCPUsMadeRealtime, func() (bool, string, error) {
+		e = vcpuEvent(ctx, t, cvm, start, th.TID)
+		return e != nil, "none yet", nil
+	})
+	t.Logf("Event %s: %s", e.Reason, e.Message)
+}
+
+// vcpuEvent is the NIC agent's latest Event VCPUsMadeRealtime on cvm since start that
+// names thread tid (any thread for 0), nil if there is none.
+func vcpuEvent(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM, start time.Time, tid int) *corev1.Event {
+	t.Helper()
+	events := &corev1.EventList{}
+	if err := cl.List(ctx, events, client.InNamespace(cvm.Namespace), client.MatchingFields{
+		"involvedObject.name": cvm.Name, "reason": isov1.EventReasonVCPUsMadeRealtime,
+	}); err != nil {
+		t.Fatalf("listing the Events of crawler %s: %v", cvm.Name, err)
+	}
+	var last *corev1.Event
+	for i, e := range events.Items {
+		at := e.LastTimestamp.Time
+		if at.IsZero() {
+			at = e.EventTime.Time
+		}
+		if at.Before(start.Add(-time.Second)) || (tid != 0 && !strings.Contains(e.Message, fmt.Sprintf("TID %d,", tid))) {
+			continue
+		}
+		last = &events.Items[i]
+	}
+	return last
 }
 
 // checkDomain checks what the running domain does with a dedicated crawler's CPUs and
