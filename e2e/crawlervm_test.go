@@ -119,12 +119,15 @@ func secondDedicatedCrawler(ctx context.Context, t *testing.T, ns, first string)
 	}
 }
 
-// checkVCPUGuard takes SCHED_FIFO away from a vCPU thread of the dedicated crawler's QEMU,
-// as KubeVirt 1.8.4 leaves it when a domain's start outlasts virt-handler's sync, and waits
-// for the NIC agent's guard to give it back, with a VCPUsMadeRealtime Event on the
-// crawler. From inside the compute container, as QEMU's own user: lowering its own
-// thread's policy needs no privilege. Under software emulation (no "CPU n/KVM" threads)
-// there is nothing the guard guards.
+// checkVCPUGuard takes SCHED_FIFO away from the first vCPU thread of the dedicated
+// crawler's QEMU, as KubeVirt 1.8.4 leaves it when a domain's start outlasts
+// virt-handler's sync, and waits for the NIC agent's guard to give it back, with a
+// VCPUsMadeRealtime Event on the crawler. The policy is taken from KubeVirt's virt-handler
+// pod on the node (privileged, the host's PID namespace: the thread IDs the agent names);
+// the compute container cannot, though QEMU runs as its user: QEMU holds a capability
+// (CAP_NET_BIND_SERVICE) the container's processes do not, and the kernel then asks for
+// CAP_SYS_NICE (cap_task_setscheduler). Under software emulation (no "CPU n/KVM"
+// threads) there is nothing the guard guards.
 func checkVCPUGuard(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM, launcher *corev1.Pod, q qemuProcess) {
 	t.Helper()
 	if e := vcpuEvent(ctx, t, cvm, time.Time{}, 0); e != nil {
@@ -134,25 +137,36 @@ func checkVCPUGuard(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM, lau
 	if len(vcpus) == 0 || !strings.HasSuffix(vcpus[0].Name, "/KVM") {
 		return
 	}
-	th := vcpus[0]
+	name := vcpus[0].Name
+	domain := cvm.Namespace + "_" + cvm.Name
+	script := `for d in /proc/[0-9]*; do if tr '\0' ' ' < $d/cmdline 2>/dev/null | grep -q -- "-name guest=` + domain + `,"; then p=${d#/proc/}; break; fi; done
+[ -n "$p" ] || { echo "no QEMU runs ` + domain + `" >&2; exit 1; }
+for t in /proc/$p/task/*; do if [ "$(cat $t/comm)" = "` + name + `" ]; then chrt --other -p 0 ${t##*/} && echo ${t##*/}; exit; fi; done
+echo "QEMU $p has no thread ` + name + `" >&2; exit 1`
+	handler := handlerPod(ctx, t, launcher.Spec.NodeName)
 	start := time.Now()
-	args := []string{"exec", "-n", launcher.Namespace, launcher.Name, "-c", "compute", "--", "chrt", "--other", "-p", "0", strconv.Itoa(th.TID)}
-	if out, err := exec.Command(kubectl, args...).CombinedOutput(); err != nil {
-		t.Fatalf("taking SCHED_FIFO from vCPU thread %d: kubectl %s: %v\n%s", th.TID, strings.Join(args, " "), err, out)
+	args := []string{"exec", "-n", kubevirtNS, handler.Name, "-c", "virt-handler", "--", "sh", "-c", script}
+	out, err := exec.Command(kubectl, args...).Output()
+	if err != nil {
+		t.Fatalf("taking SCHED_FIFO from vCPU thread %q: kubectl %s: %v%s", name, strings.Join(args[:8], " "), err, stderrOf(err))
 	}
-	t.Logf("vCPU thread %d %q set to SCHED_OTHER", th.TID, th.Name)
+	tid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatalf("taking SCHED_FIFO from vCPU thread %q: the host's thread ID %q: %v", name, out, err)
+	}
+	t.Logf("vCPU thread %q (host TID %d) set to SCHED_OTHER", name, tid)
 	waitFor(t, 2*time.Minute, "the NIC agent to make the vCPU realtime again", func() (bool, string, error) {
 		for _, x := range readQEMU(t, launcher.Namespace, launcher.Name).Threads {
-			if x.TID == th.TID {
-				return x.Policy == 1, fmt.Sprintf("thread %d has scheduling policy %d", x.TID, x.Policy), nil
+			if x.Name == name {
+				return x.Policy == 1, fmt.Sprintf("thread %q has scheduling policy %d", x.Name, x.Policy), nil
 			}
 		}
-		return false, "", fmt.Errorf("vCPU thread %d is gone", th.TID)
+		return false, "", fmt.Errorf("vCPU thread %q is gone", name)
 	})
-	t.Logf("vCPU thread %d SCHED_FIFO again %s after it was taken", th.TID, time.Since(start).Round(time.Second))
+	t.Logf("vCPU thread %q SCHED_FIFO again %s after it was taken", name, time.Since(start).Round(time.Second))
 	var e *corev1.Event
 	waitFor(t, time.Minute, "the crawler's Event "+isov1.EventReasonVCPUsMadeRealtime, func() (bool, string, error) {
-		e = vcpuEvent(ctx, t, cvm, start, th.TID)
+		e = vcpuEvent(ctx, t, cvm, start, tid)
 		return e != nil, "none yet", nil
 	})
 	t.Logf("Event %s: %s", e.Reason, e.Message)
