@@ -22,7 +22,7 @@ import (
 // Running (pkg/hypervisor/kvm/runtime.go HandleHousekeeping), which a migration's target
 // never does; the NIC agent's guard gives it (docs/availability.md). The test reads the
 // target QEMU's vCPU threads right after the move, logs what KubeVirt left, and waits for
-// SCHED_FIFO.
+// SCHED_FIFO. The move is a drain's: a cordon alone moves only an adopted VMI.
 func TestMovedDedicatedCrawlerHasRealtimeVCPUs(t *testing.T) {
 	ctx := context.Background()
 	sel, _ := moveNodes(ctx, t)
@@ -35,16 +35,20 @@ func TestMovedDedicatedCrawlerHasRealtimeVCPUs(t *testing.T) {
 	node := vmi.Status.NodeName
 	t.Logf("dedicated crawler runs on %s (VMI uid %s)", node, vmi.UID)
 
-	// A cordon, a drain's first step, moves it off live.
+	// A drain of its launcher: KubeVirt refuses the eviction (evictionStrategy External)
+	// and isochron moves the crawler live; the drain then completes.
 	t.Cleanup(func() { _ = exec.Command(kubectl, "uncordon", node).Run() })
-	if out, err := exec.Command(kubectl, "cordon", node).CombinedOutput(); err != nil {
-		t.Fatalf("kubectl cordon %s: %v: %s", node, err, out)
+	drained := time.Now()
+	args := []string{"drain", node, "--pod-selector", kubevirtv1.CreatedByLabel + "=" + string(vmi.UID), "--delete-emptydir-data", "--ignore-daemonsets", "--timeout=15m"}
+	out, err := exec.Command(kubectl, args...).CombinedOutput()
+	t.Logf("kubectl %s (%s): %v\n%s", strings.Join(args, " "), time.Since(drained).Round(time.Second), err, out)
+	if err != nil {
+		t.Fatalf("the drain did not complete")
 	}
-	cordoned := time.Now()
-	waitFor(t, runTimeout, "the crawler moved live off the cordoned node", func() (bool, string, error) {
+	waitFor(t, runTimeout, "the crawler's move recorded", func() (bool, string, error) {
 		condition(ctx, t, cvm, isov1.ConditionReady)
 		l := cvm.Status.LastMove
-		return l != nil && l.Result != "", fmt.Sprintf("move %+v, last move %+v", cvm.Status.Move, l), nil
+		return l != nil && l.Result != "" && cvm.Status.Move == nil, fmt.Sprintf("move %+v, last move %+v", cvm.Status.Move, l), nil
 	})
 	moved := time.Now()
 	after := &kubevirtv1.VirtualMachineInstance{}
@@ -52,7 +56,7 @@ func TestMovedDedicatedCrawlerHasRealtimeVCPUs(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := cvm.Status.LastMove
-	t.Logf("after the cordon (%s): last move %+v; VMI uid %s on %s", moved.Sub(cordoned).Round(time.Second), l, after.UID, after.Status.NodeName)
+	t.Logf("after the drain began (%s): last move %+v; VMI uid %s on %s", moved.Sub(drained).Round(time.Second), l, after.UID, after.Status.NodeName)
 	if l.Result != isov1.MoveSucceeded || l.Mode != isov1.MoveLive || after.UID != vmi.UID || after.Status.NodeName == node {
 		t.Fatalf("want the VMI (uid %s) moved live off %s", vmi.UID, node)
 	}
@@ -84,7 +88,7 @@ func TestMovedDedicatedCrawlerHasRealtimeVCPUs(t *testing.T) {
 	if len(notRealtime) > 0 {
 		var e *corev1.Event
 		waitFor(t, time.Minute, "the crawler's Event "+isov1.EventReasonVCPUsMadeRealtime, func() (bool, string, error) {
-			e = vcpuEvent(ctx, t, cvm, cordoned, 0)
+			e = vcpuEvent(ctx, t, cvm, drained, 0)
 			return e != nil, "none yet", nil
 		})
 		t.Logf("KubeVirt left threads %v of the target without SCHED_FIFO; Event %s: %s", notRealtime, e.Reason, e.Message)
