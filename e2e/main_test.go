@@ -18,6 +18,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -226,6 +227,19 @@ func deploy(ctx context.Context) error {
 	objs, err := operatorObjects()
 	if err != nil {
 		return err
+	}
+	// The undeploy of the step before (make e2e-local-multi runs the suite in steps) may
+	// still be deleting the namespace: nothing can be created in it until it is gone.
+	if err := poll(ctx, 5*time.Minute, func() (bool, string, error) {
+		ns := &corev1.Namespace{}
+		if err := cl.Get(ctx, client.ObjectKey{Name: operatorNS}, ns); apierrors.IsNotFound(err) {
+			return true, "", nil
+		} else if err != nil {
+			return false, "", err
+		}
+		return ns.DeletionTimestamp.IsZero(), fmt.Sprintf("namespace %s is being deleted (%s)", operatorNS, ns.Status.Phase), nil
+	}); err != nil {
+		return fmt.Errorf("waiting for namespace %s: %w", operatorNS, err)
 	}
 	for _, o := range objs {
 		gvk := o.GroupVersionKind()
