@@ -126,7 +126,7 @@ func (g *VCPUGuard) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result,
 		}
 		ran := format.Duration(now.Sub(first))
 		if len(set) > 0 {
-			msg := fmt.Sprintf("vCPU threads %s ran without SCHED_FIFO for %s or more on node %s; set SCHED_FIFO priority %d, as KubeVirt's realtime asks (KubeVirt 1.8.4 sets it only while the VMI starts: a start that outlasts virt-handler's sync, or a live migration's target, goes without)",
+			msg := fmt.Sprintf("vCPU threads %s ran without SCHED_FIFO for %s or more on node %s; set SCHED_FIFO priority %d, as KubeVirt's realtime asks (KubeVirt 1.8.4 sets it only in a virt-handler pass that finds the VMI not yet Running)",
 				strings.Join(set, ", "), ran, g.Node, hostsched.RealtimePriority)
 			logger.Info("Made vCPUs realtime", "crawler", c.Namespace+"/"+c.Name, "threads", set)
 			g.Recorder.Event(c, corev1.EventTypeWarning, isov1.EventReasonVCPUsMadeRealtime, msg)
