@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"isochron.io/isochron/internal/hostsched"
 )
 
 // Parsing what readQEMU reads has no build tag: make test runs TestParseQEMU without a
@@ -60,14 +62,7 @@ func parseQEMU(out string) (qemuProcess, error) {
 			if err != nil {
 				return q, err
 			}
-			// stat: "tid (comm) state ...": the policy is field 41, the 39th after the
-			// comm's closing parenthesis (the comm may hold spaces and parentheses).
-			_, rest, ok := cutLast(f[3], ") ")
-			fields := strings.Fields(rest)
-			if !ok || len(fields) < 39 {
-				return q, fmt.Errorf("stat of thread %d: %q", tid, f[3])
-			}
-			policy, err := strconv.Atoi(fields[38])
+			policy, _, err := hostsched.ParseStat(f[3])
 			if err != nil {
 				return q, fmt.Errorf("stat of thread %d: %w", tid, err)
 			}
@@ -88,13 +83,6 @@ func parseQEMU(out string) (qemuProcess, error) {
 		return q, fmt.Errorf("no QEMU PID or threads")
 	}
 	return q, nil
-}
-
-func cutLast(s, sep string) (before, after string, found bool) {
-	if i := strings.LastIndex(s, sep); i >= 0 {
-		return s[:i], s[i+len(sep):], true
-	}
-	return s, "", false
 }
 
 // vCPUs and emulator split q's threads into its vCPU threads and the rest (the main
