@@ -16,8 +16,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -176,29 +174,20 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.StatsEvery = DefaultStatsEvery
 	}
 	r.stats = map[string]FlowStats{}
-	toNode := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []ctrl.Request {
-		return []ctrl.Request{{NamespacedName: types.NamespacedName{Name: r.Node}}}
-	})
+	enqueue := toNode(r.Node)
 	// Only crawlers that are, or were, on this node; only this node, and not its
 	// heartbeats (its labels choose its profile).
-	on := func(o client.Object) bool {
-		c, ok := o.(*isov1.CrawlerVM)
-		return ok && c.Status.Placement != nil && c.Status.Placement.Node == r.Node
-	}
-	onThisNode := predicate.Funcs{
-		CreateFunc:  func(e event.CreateEvent) bool { return on(e.Object) },
-		UpdateFunc:  func(e event.UpdateEvent) bool { return on(e.ObjectOld) || on(e.ObjectNew) },
-		DeleteFunc:  func(e event.DeleteEvent) bool { return on(e.Object) },
-		GenericFunc: func(e event.GenericEvent) bool { return on(e.Object) },
-	}
+	onThisNode := crawlersWhere(func(c *isov1.CrawlerVM) bool {
+		return c.Status.Placement != nil && c.Status.Placement.Node == r.Node
+	})
 	thisNode := predicate.And(predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == r.Node }),
 		predicate.LabelChangedPredicate{})
 	b := ctrl.NewControllerManagedBy(mgr).Named("nic-agent").
-		Watches(&isov1.CrawlerVM{}, toNode, builder.WithPredicates(onThisNode)).
-		Watches(&isov1.ContentionProfile{}, toNode).
-		Watches(&corev1.Node{}, toNode, builder.WithPredicates(thisNode))
+		Watches(&isov1.CrawlerVM{}, enqueue, builder.WithPredicates(onThisNode)).
+		Watches(&isov1.ContentionProfile{}, enqueue).
+		Watches(&corev1.Node{}, enqueue, builder.WithPredicates(thisNode))
 	if _, err := mgr.GetRESTMapper().RESTMapping(nadv1.SchemeGroupVersion.WithKind("NetworkAttachmentDefinition").GroupKind(), nadv1.SchemeGroupVersion.Version); err == nil {
-		b = b.Watches(&nadv1.NetworkAttachmentDefinition{}, toNode)
+		b = b.Watches(&nadv1.NetworkAttachmentDefinition{}, enqueue)
 	}
 	return b.Complete(r)
 }
