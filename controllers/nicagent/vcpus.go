@@ -8,16 +8,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/format"
@@ -104,27 +100,20 @@ func (g *VCPUGuard) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result,
 			errs = append(errs, fmt.Errorf("reading the vCPU threads of %s/%s: %w", c.Namespace, c.Name, err))
 			continue
 		}
-		var due []hostsched.Thread
-		due, g.since[domain] = hostsched.Due(g.since[domain], vcpus, now, g.Grace)
-		if len(due) == 0 {
+		v := hostsched.Due(g.since[domain], vcpus, now, g.Grace)
+		g.since[domain] = v.Seen
+		if len(v.Due) == 0 {
 			continue
 		}
-		first := now
-		for _, t := range due {
-			if at := g.since[domain][t.TID]; at.Before(first) {
-				first = at
-			}
-		}
 		var set, failed []string
-		for _, t := range due {
+		for _, t := range v.Due {
 			if err := g.Threads.SetRealtime(t.TID); err != nil {
 				failed = append(failed, fmt.Sprintf("%s: %v", t, err))
 				continue
 			}
 			set = append(set, t.String())
-			delete(g.since[domain], t.TID)
 		}
-		ran := format.Duration(now.Sub(first))
+		ran := format.Duration(now.Sub(v.Since))
 		if len(set) > 0 {
 			msg := fmt.Sprintf("vCPU threads %s ran without SCHED_FIFO for %s or more on node %s; set SCHED_FIFO priority %d, as KubeVirt's realtime asks (KubeVirt 1.8.4 sets it only in a virt-handler pass that finds the VMI not yet Running)",
 				strings.Join(set, ", "), ran, g.Node, hostsched.RealtimePriority)
@@ -163,20 +152,8 @@ func (g *VCPUGuard) SetupWithManager(mgr ctrl.Manager) error {
 		g.Every = DefaultVCPUEvery
 	}
 	g.since = map[string]map[int]time.Time{}
-	toNode := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []ctrl.Request {
-		return []ctrl.Request{{NamespacedName: types.NamespacedName{Name: g.Node}}}
-	})
-	on := func(o client.Object) bool {
-		c, ok := o.(*isov1.CrawlerVM)
-		return ok && dedicated(c, g.Node)
-	}
-	onThisNode := predicate.Funcs{
-		CreateFunc:  func(e event.CreateEvent) bool { return on(e.Object) },
-		UpdateFunc:  func(e event.UpdateEvent) bool { return on(e.ObjectOld) || on(e.ObjectNew) },
-		DeleteFunc:  func(e event.DeleteEvent) bool { return on(e.Object) },
-		GenericFunc: func(e event.GenericEvent) bool { return on(e.Object) },
-	}
+	onThisNode := crawlersWhere(func(c *isov1.CrawlerVM) bool { return dedicated(c, g.Node) })
 	return ctrl.NewControllerManagedBy(mgr).Named("vcpu-guard").
-		Watches(&isov1.CrawlerVM{}, toNode, builder.WithPredicates(onThisNode)).
+		Watches(&isov1.CrawlerVM{}, toNode(g.Node), builder.WithPredicates(onThisNode)).
 		Complete(g)
 }

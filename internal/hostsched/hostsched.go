@@ -170,13 +170,24 @@ func ParseStat(stat string) (policy, priority int, err error) {
 // Realtime tells whether a vCPU thread has what KubeVirt's realtime gives it.
 func Realtime(t Thread) bool { return t.Policy == PolicyFIFO && t.Priority >= RealtimePriority }
 
+// Verdict is what Due decides at one look at a realtime domain's vCPU threads.
+type Verdict struct {
+	// Due are the threads to be made realtime now.
+	Due []Thread
+	// Since is when the longest-waiting of them was first seen not realtime.
+	Since time.Time
+	// Seen holds when each thread not realtime (by TID) was first seen so: the since of
+	// the next look.
+	Seen map[int]time.Time
+}
+
 // Due decides which of a realtime domain's vCPUs are to be made realtime now: those seen
-// without SCHED_FIFO for grace or longer. since holds when each thread (by TID) was first
-// seen so at an earlier look; Due returns it for the next look, with the threads that
-// are realtime again or gone left out. The grace leaves KubeVirt its own start (it sets
-// the policy seconds after the domain runs) and a migration's target its handover.
-func Due(since map[int]time.Time, vcpus []Thread, now time.Time, grace time.Duration) (due []Thread, next map[int]time.Time) {
-	next = map[int]time.Time{}
+// without SCHED_FIFO for grace or longer. since holds when each thread was first seen so
+// at earlier looks (Verdict.Seen of the last one); threads realtime again or gone are
+// forgotten. The grace leaves KubeVirt its own start (it sets the policy seconds after
+// the domain runs) and a migration's target its handover.
+func Due(since map[int]time.Time, vcpus []Thread, now time.Time, grace time.Duration) Verdict {
+	v := Verdict{Seen: map[int]time.Time{}}
 	for _, t := range vcpus {
 		if Realtime(t) {
 			continue
@@ -185,10 +196,13 @@ func Due(since map[int]time.Time, vcpus []Thread, now time.Time, grace time.Dura
 		if !ok {
 			first = now
 		}
-		next[t.TID] = first
+		v.Seen[t.TID] = first
 		if now.Sub(first) >= grace {
-			due = append(due, t)
+			if len(v.Due) == 0 || first.Before(v.Since) {
+				v.Since = first
+			}
+			v.Due = append(v.Due, t)
 		}
 	}
-	return due, next
+	return v
 }

@@ -96,6 +96,7 @@ func TestDue(t *testing.T) {
 		vcpus     []Thread
 		now       time.Time
 		wantDue   []int
+		wantFirst time.Time
 		wantSince map[int]time.Time
 	}{
 		{name: "all realtime", vcpus: []Thread{fifo(1), fifo(2)}, now: t0, wantSince: map[int]time.Time{}},
@@ -104,22 +105,24 @@ func TestDue(t *testing.T) {
 		{name: "within its grace", since: map[int]time.Time{2: t0}, vcpus: []Thread{other(2)}, now: t0.Add(grace - time.Second),
 			wantSince: map[int]time.Time{2: t0}},
 		{name: "grace over: due", since: map[int]time.Time{2: t0}, vcpus: []Thread{other(2), other(3)}, now: t0.Add(grace),
-			wantDue: []int{2}, wantSince: map[int]time.Time{2: t0, 3: t0.Add(grace)}},
+			wantDue: []int{2}, wantFirst: t0, wantSince: map[int]time.Time{2: t0, 3: t0.Add(grace)}},
+		{name: "several due: since the longest-waiting", since: map[int]time.Time{2: t0.Add(time.Minute), 3: t0}, vcpus: []Thread{other(2), other(3)}, now: t0.Add(time.Hour),
+			wantDue: []int{2, 3}, wantFirst: t0, wantSince: map[int]time.Time{2: t0.Add(time.Minute), 3: t0}},
 		{name: "realtime again or gone: forgotten", since: map[int]time.Time{2: t0, 3: t0}, vcpus: []Thread{fifo(2)}, now: t0.Add(time.Hour),
 			wantSince: map[int]time.Time{}},
 		{name: "FIFO at priority 0 is not KubeVirt's realtime", vcpus: []Thread{{TID: 4, Policy: PolicyFIFO}}, since: map[int]time.Time{4: t0}, now: t0.Add(grace),
-			wantDue: []int{4}, wantSince: map[int]time.Time{4: t0}},
+			wantDue: []int{4}, wantFirst: t0, wantSince: map[int]time.Time{4: t0}},
 		{name: "SCHED_RR is not FIFO", vcpus: []Thread{{TID: 5, Policy: PolicyRR, Priority: 1}}, now: t0,
 			wantSince: map[int]time.Time{5: t0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			due, since := Due(tc.since, tc.vcpus, tc.now, grace)
+			v := Due(tc.since, tc.vcpus, tc.now, grace)
 			var tids []int
-			for _, d := range due {
+			for _, d := range v.Due {
 				tids = append(tids, d.TID)
 			}
-			if !reflect.DeepEqual(tids, tc.wantDue) || !reflect.DeepEqual(since, tc.wantSince) {
-				t.Errorf("Due = %v, %v; want %v, %v", tids, since, tc.wantDue, tc.wantSince)
+			if !reflect.DeepEqual(tids, tc.wantDue) || !v.Since.Equal(tc.wantFirst) || !reflect.DeepEqual(v.Seen, tc.wantSince) {
+				t.Errorf("Due = %v since %v, seen %v; want %v since %v, seen %v", tids, v.Since, v.Seen, tc.wantDue, tc.wantFirst, tc.wantSince)
 			}
 		})
 	}
