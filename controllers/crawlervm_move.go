@@ -368,17 +368,23 @@ func (r *CrawlerVMReconciler) takeOverMigrations(ctx context.Context, cvm *isov1
 		if s := vmi.Status.MigrationState; s != nil && s.MigrationUID == mig.UID {
 			continue // handed off to a target already: KubeVirt carries it out
 		}
-		if err := r.Delete(ctx, mig, client.Preconditions{UID: &mig.UID}); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting migration %s: %w", mig.Name, err)
-		}
 		asked := fmt.Sprintf("migration %s of VMI %s was asked for outside isochron (KubeVirt would pin its target to the node the VMI runs on)", mig.Name, vmi.Name)
 		if cvm.Status.Move != nil {
+			if err := deleteMigration(ctx, r.Client, mig); err != nil {
+				return err
+			}
 			st.event(cvm, corev1.EventTypeWarning, isov1.EventReasonMigrationRefused, fmt.Sprintf("Deleted %s: isochron's move to node %s is under way", asked, cvm.Status.Move.To))
 			continue
 		}
+		// The move is written (with an optimistic lock) before the request is deleted: a
+		// write that loses a conflict leaves the request for the next look, which decides
+		// again; deleted first, the request would be lost with the write.
 		from := cvm.Status.Placement.Node
 		d, err := r.startMove(ctx, cvm, st, isov1.MoveRequested, []placement.Avoid{{Node: from, Why: "the node it runs on"}}, asked, nil)
 		if err != nil {
+			return err
+		}
+		if err := deleteMigration(ctx, r.Client, mig); err != nil {
 			return err
 		}
 		if d.Placed() {
@@ -387,6 +393,15 @@ func (r *CrawlerVMReconciler) takeOverMigrations(ctx context.Context, cvm *isov1
 			st.event(cvm, corev1.EventTypeWarning, isov1.EventReasonMigrationRefused, fmt.Sprintf("Deleted %s: no other node can hold the crawler within every crawler's budget: %s", asked, d.Reason))
 		}
 		return nil
+	}
+	return nil
+}
+
+// deleteMigration deletes mig (KubeVirt aborts a migration not yet handed off), unless
+// it is gone or another object took its name.
+func deleteMigration(ctx context.Context, c client.Client, mig *kubevirtv1.VirtualMachineInstanceMigration) error {
+	if err := c.Delete(ctx, mig, client.Preconditions{UID: &mig.UID}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting migration %s: %w", mig.Name, err)
 	}
 	return nil
 }

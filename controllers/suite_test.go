@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,9 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -39,6 +43,90 @@ var (
 	// kv plays KubeVirt's VM and migration controllers (virtsim).
 	kv *virtsim.Sim
 )
+
+// conflicts makes the operator's status writes lose a conflict where a test asks, as a
+// write from a stale cache does under load.
+var conflicts = &injectedConflicts{}
+
+// injectedConflicts makes the operator's status patches that match an armed rule lose a
+// conflict: the crawler is written by someone else just before.
+type injectedConflicts struct {
+	mu    sync.Mutex
+	rules []*conflictRule
+}
+
+type conflictRule struct {
+	key   client.ObjectKey
+	with  string // a string the patch carries
+	left  int
+	fired int
+}
+
+// arm makes the next n status patches of the crawler at key that carry with lose a
+// conflict; the rule it returns tells how many did.
+func (c *injectedConflicts) arm(t *testing.T, key client.ObjectKey, with string, n int) *conflictRule {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := &conflictRule{key: key, with: with, left: n}
+	c.rules = append(c.rules, r)
+	t.Cleanup(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.rules = slices.DeleteFunc(c.rules, func(o *conflictRule) bool { return o == r })
+	})
+	return r
+}
+
+// Fired is how many patches the rule failed.
+func (r *conflictRule) Fired() int {
+	conflicts.mu.Lock()
+	defer conflicts.mu.Unlock()
+	return r.fired
+}
+
+func (c *injectedConflicts) newClient(config *rest.Config, options client.Options) (client.Client, error) {
+	direct, err := client.NewWithWatch(config, options)
+	if err != nil {
+		return nil, err
+	}
+	return interceptor.NewClient(direct, interceptor.Funcs{
+		SubResourcePatch: func(ctx context.Context, cl client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			if n := c.take(sub, obj, patch); n > 0 {
+				// Someone else writes the crawler first: the operator's copy is stale,
+				// and this write and any other from that copy lose with a real 409.
+				other := &isov1.CrawlerVM{ObjectMeta: metav1.ObjectMeta{Namespace: obj.GetNamespace(), Name: obj.GetName()}}
+				bump := fmt.Sprintf(`{"metadata":{"annotations":{"test.isochron.io/written-meanwhile":"%d"}}}`, n)
+				if err := cl.Patch(ctx, other, client.RawPatch(types.MergePatchType, []byte(bump))); err != nil {
+					return err
+				}
+			}
+			return cl.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	}), nil
+}
+
+// take counts a patch an armed rule matches and returns how many it has matched (0: none
+// did).
+func (c *injectedConflicts) take(sub string, obj client.Object, patch client.Patch) int {
+	if _, ok := obj.(*isov1.CrawlerVM); !ok || sub != "status" {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.rules {
+		if r.left == 0 || r.key != client.ObjectKeyFromObject(obj) {
+			continue
+		}
+		if data, err := patch.Data(obj); err != nil || !strings.Contains(string(data), r.with) {
+			continue
+		}
+		r.left--
+		r.fired++
+		return r.fired
+	}
+	return 0
+}
 
 // steppedClock is the real clock moved on by Step.
 type steppedClock struct {
@@ -81,7 +169,8 @@ func run(m *testing.M) int {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Cache: controllers.CacheOptions(), Metrics: metricsserver.Options{BindAddress: "0"}})
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Cache: controllers.CacheOptions(), Metrics: metricsserver.Options{BindAddress: "0"},
+		NewClient: conflicts.newClient})
 	if err != nil {
 		panic(err)
 	}
