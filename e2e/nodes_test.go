@@ -184,10 +184,10 @@ func TestDrainMovesCrawlersWhereTheModelChose(t *testing.T) {
 		cvm *isov1.CrawlerVM
 		vmi *kubevirtv1.VirtualMachineInstance
 	}
+	cvms := []*isov1.CrawlerVM{crawler(ns, "drain-a", shared, onMoveNodes(sel)), crawler(ns, "drain-b", shared, onMoveNodes(sel))}
 	var crawlers []running
-	for _, name := range []string{"drain-a", "drain-b"} {
-		c, v := runCrawlerVM(ctx, t, crawler(ns, name, shared, onMoveNodes(sel)))
-		crawlers = append(crawlers, running{c, v})
+	for i, v := range runCrawlerVMs(ctx, t, cvms...) {
+		crawlers = append(crawlers, running{cvms[i], v})
 	}
 	node := crawlers[0].vmi.Status.NodeName
 	t.Cleanup(func() { _ = exec.Command(kubectl, "uncordon", node).Run() })
@@ -300,19 +300,33 @@ func TestLostNodeCrawlersRunElsewhereOnceFenced(t *testing.T) {
 // runCrawlerVM creates cvm and waits until its VMI runs and it is Ready.
 func runCrawlerVM(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM) (*isov1.CrawlerVM, *kubevirtv1.VirtualMachineInstance) {
 	t.Helper()
-	if err := cl.Create(ctx, cvm); err != nil {
-		t.Fatalf("creating CrawlerVM %s: %v", cvm.Name, err)
-	}
-	vmi := &kubevirtv1.VirtualMachineInstance{}
-	waitFor(t, runTimeout, cvm.Name+": VMI Running and Ready=True", func() (bool, string, error) {
-		if err := cl.Get(ctx, client.ObjectKeyFromObject(cvm), vmi); err != nil {
-			return false, err.Error(), client.IgnoreNotFound(err)
+	return cvm, runCrawlerVMs(ctx, t, cvm)[0]
+}
+
+// runCrawlerVMs creates every crawler before it waits for any: their launcher pods and
+// guests start side by side (on the emulated nodes, minutes each). It returns their VMIs,
+// in order, once each runs and its crawler is Ready.
+func runCrawlerVMs(ctx context.Context, t *testing.T, cvms ...*isov1.CrawlerVM) []*kubevirtv1.VirtualMachineInstance {
+	t.Helper()
+	for _, cvm := range cvms {
+		if err := cl.Create(ctx, cvm); err != nil {
+			t.Fatalf("creating CrawlerVM %s: %v", cvm.Name, err)
 		}
-		c := condition(ctx, t, cvm, isov1.ConditionReady)
-		return vmi.Status.Phase == kubevirtv1.Running && c != nil && c.Status == metav1.ConditionTrue,
-			fmt.Sprintf("VMI phase %s, Ready: %v", vmi.Status.Phase, c), nil
-	})
-	return cvm, vmi
+	}
+	vmis := make([]*kubevirtv1.VirtualMachineInstance, len(cvms))
+	for i, cvm := range cvms {
+		vmi := &kubevirtv1.VirtualMachineInstance{}
+		waitFor(t, runTimeout, cvm.Name+": VMI Running and Ready=True", func() (bool, string, error) {
+			if err := cl.Get(ctx, client.ObjectKeyFromObject(cvm), vmi); err != nil {
+				return false, err.Error(), client.IgnoreNotFound(err)
+			}
+			c := condition(ctx, t, cvm, isov1.ConditionReady)
+			return vmi.Status.Phase == kubevirtv1.Running && c != nil && c.Status == metav1.ConditionTrue,
+				fmt.Sprintf("VMI phase %s, Ready: %v", vmi.Status.Phase, c), nil
+		})
+		vmis[i] = vmi
+	}
+	return vmis
 }
 
 // echoEvery is how often the echo prober sends.

@@ -57,13 +57,16 @@ func TestRTNetworkCarriesUDPBetweenCrawlers(t *testing.T) {
 		vmi          *kubevirtv1.VirtualMachineInstance
 		launcher     *corev1.Pod
 	}
-	var peers []*peer
+	var cvms []*isov1.CrawlerVM
 	for i, node := range nodes[:2] {
-		cvm := crawler(ns, fmt.Sprintf("peer-%d", i+1), shared, func(c *isov1.CrawlerVM) {
+		cvms = append(cvms, crawler(ns, fmt.Sprintf("peer-%d", i+1), shared, func(c *isov1.CrawlerVM) {
 			c.Spec.RTNIC = &isov1.RTNIC{NetworkName: nad.Name, Deadline: metav1.Duration{Duration: 20 * time.Millisecond}, MinBandwidth: resource.MustParse("10M")}
 			c.Spec.Placement = &isov1.Placement{NodeSelector: map[string]string{corev1.LabelHostname: node}}
-		})
-		cvm, vmi := runCrawlerVM(ctx, t, cvm)
+		}))
+	}
+	var peers []*peer
+	for i, vmi := range runCrawlerVMs(ctx, t, cvms...) {
+		cvm := cvms[i]
 		launcher := launcherPod(ctx, t, vmi)
 		addr, err := leasedRTAddress(launcher, ns+"/"+nad.Name)
 		if err != nil {
