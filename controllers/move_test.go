@@ -592,8 +592,8 @@ func TestForeignMigrationIsTakenOver(t *testing.T) {
 	if get(t, vmi); vmi.Status.NodeName != to {
 		t.Errorf("the VMI runs on %s, want %s", vmi.Status.NodeName, to)
 	}
-	if lost.Fired() != 1 {
-		t.Errorf("%d writes of the move lost a conflict, want 1: the test did not try what it says", lost.Fired())
+	if lost.count() != 1 {
+		t.Errorf("%d writes of the move lost a conflict, want 1: the test did not try what it says", lost.count())
 	}
 }
 

@@ -78,8 +78,8 @@ func (c *injectedConflicts) arm(t *testing.T, key client.ObjectKey, with string,
 	return r
 }
 
-// Fired is how many patches the rule failed.
-func (r *conflictRule) Fired() int {
+// count is how many patches the rule failed.
+func (r *conflictRule) count() int {
 	conflicts.mu.Lock()
 	defer conflicts.mu.Unlock()
 	return r.fired
