@@ -42,7 +42,15 @@ func TestDedicatedCrawlerRunsOnExclusiveCPUs(t *testing.T) {
 		t.Skipf("no node can run a dedicated crawler (%d exclusive CPUs): %s", hostCPUs, why)
 	}
 	ns := testNamespace(t)
-	cvm := crawler(ns, "tower")
+	// With nodes to move between (E2E_MOVE_NODES) the crawler runs on one of them and,
+	// once probed, a drain moves it live to another (moveDedicatedLive).
+	var opts []func(*isov1.CrawlerVM)
+	sel, _, noMove := readyMoveNodes(ctx, t)
+	if noMove == "" {
+		opts = append(opts, onMoveNodes(sel))
+	}
+	cvm := crawler(ns, "tower", opts...)
+	var second *isov1.CrawlerVM
 	runCrawler(ctx, t, cvm, func(vmi *kubevirtv1.VirtualMachineInstance, launcher *corev1.Pod, sizing isov1.Sizing) {
 		if cpu := vmi.Spec.Domain.CPU; cpu == nil || !cpu.DedicatedCPUPlacement || !cpu.IsolateEmulatorThread {
 			t.Errorf("VMI spec.domain.cpu = %+v, want dedicated CPUs and an isolated emulator thread", cpu)
@@ -77,15 +85,24 @@ func TestDedicatedCrawlerRunsOnExclusiveCPUs(t *testing.T) {
 		})
 		checkDomain(t, readDomain(t, vmi, launcher.Name), q, exclusive, sizing, cvm.Spec.Guest.Memory.Value())
 		checkVCPUGuard(ctx, t, cvm, launcher, q)
-		secondDedicatedCrawler(ctx, t, ns, launcher.Spec.NodeName)
+		second = secondDedicatedCrawler(ctx, t, ns, launcher.Spec.NodeName)
+	}, func(vmi *kubevirtv1.VirtualMachineInstance, launcher *corev1.Pod) *corev1.Pod {
+		if noMove != "" {
+			t.Logf("not moved: %s", noMove)
+			return launcher
+		}
+		// The second crawler gives its CPUs back before the first moves where it ran.
+		waitGone(ctx, t, second, nil)
+		return moveDedicatedLive(ctx, t, cvm, vmi)
 	})
 }
 
 // secondDedicatedCrawler places a second dedicated crawler while the first runs on node
 // first. Where the first took the CPUs a second needs (a node VM of the local cluster has
 // 3 allocatable, each crawler takes 2), it goes to another node that can hold it or is
-// refused, naming what binds; where it fits beside the first, the test logs it.
-func secondDedicatedCrawler(ctx context.Context, t *testing.T, ns, first string) {
+// refused, naming what binds; where it fits beside the first, the test logs it. It
+// deletes the second crawler and returns it.
+func secondDedicatedCrawler(ctx context.Context, t *testing.T, ns, first string) *isov1.CrawlerVM {
 	t.Helper()
 	cvm := crawler(ns, "tower-2")
 	if err := cl.Create(ctx, cvm); err != nil {
@@ -117,6 +134,7 @@ func secondDedicatedCrawler(ctx context.Context, t *testing.T, ns, first string)
 	if err := cl.Delete(ctx, cvm); err != nil {
 		t.Errorf("deleting the second CrawlerVM: %v", err)
 	}
+	return cvm
 }
 
 // checkVCPUGuard takes SCHED_FIFO away from the first vCPU thread of the dedicated
@@ -286,13 +304,15 @@ func TestSharedCrawlerRunsOnTheSharedPool(t *testing.T) {
 		if !slices.Equal(got, pool) {
 			t.Errorf("compute container cpuset %v, want the shared pool %v", got, pool)
 		}
-	})
+	}, nil)
 }
 
 // runCrawler creates cvm and checks the life of a placeable crawler: Placed, its VMI
 // Running on the placed node and Ready, checkCPUs on the running VMI and its launcher,
-// a probe Job whose result sets SLOConfirmed, and deletion removing everything.
-func runCrawler(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM, checkCPUs func(*kubevirtv1.VirtualMachineInstance, *corev1.Pod, isov1.Sizing)) {
+// a probe Job whose result sets SLOConfirmed, afterProbe (if not nil: it returns the
+// crawler's launcher pod then), and deletion removing everything.
+func runCrawler(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM, checkCPUs func(*kubevirtv1.VirtualMachineInstance, *corev1.Pod, isov1.Sizing),
+	afterProbe func(*kubevirtv1.VirtualMachineInstance, *corev1.Pod) *corev1.Pod) {
 	t.Helper()
 	if err := cl.Create(ctx, cvm); err != nil {
 		t.Fatalf("creating CrawlerVM: %v", err)
@@ -365,6 +385,9 @@ func runCrawler(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM, checkCP
 	}
 	if err := cl.Get(ctx, client.ObjectKey{Namespace: cvm.Namespace, Name: slo.ServiceName(cvm)}, &corev1.Service{}); err != nil {
 		t.Errorf("probe Service %s: %v", slo.ServiceName(cvm), err)
+	}
+	if afterProbe != nil {
+		launcher = afterProbe(vmi, launcher)
 	}
 
 	// Deleting the CrawlerVM removes everything it created.
@@ -500,10 +523,27 @@ func deleteAndWaitGone(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM, 
 	if err := cl.Delete(ctx, cvm); err != nil {
 		t.Fatalf("deleting CrawlerVM: %v", err)
 	}
-	waitFor(t, deleteTimeout, "everything deleted", func() (bool, string, error) {
+	waitGone(ctx, t, cvm, launcher)
+}
+
+// waitGone waits until everything isochron created for the deleted cvm, and its VMI's
+// virt-launcher pod (nil: every virt-launcher pod of the crawler), is gone.
+func waitGone(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM, launcher *corev1.Pod) {
+	t.Helper()
+	waitFor(t, deleteTimeout, "everything of "+cvm.Name+" deleted", func() (bool, string, error) {
 		left := leftovers(ctx, t, cvm)
-		if err := cl.Get(ctx, client.ObjectKeyFromObject(launcher), &corev1.Pod{}); err == nil {
-			left = append(left, "pod/"+launcher.Name)
+		if launcher != nil {
+			if err := cl.Get(ctx, client.ObjectKeyFromObject(launcher), &corev1.Pod{}); err == nil {
+				left = append(left, "pod/"+launcher.Name)
+			}
+		} else {
+			pods := &corev1.PodList{}
+			if err := cl.List(ctx, pods, client.InNamespace(cvm.Namespace), client.MatchingLabels{isov1.LabelCrawlerVM: cvm.Name, kubevirtv1.AppLabel: "virt-launcher"}); err != nil {
+				return false, "", err
+			}
+			for _, p := range pods.Items {
+				left = append(left, "pod/"+p.Name)
+			}
 		}
 		return len(left) == 0, fmt.Sprintf("still there: %v", left), nil
 	})

@@ -45,9 +45,17 @@ const (
 // TestNICAgentSchedulesTheRTUplink: a crawler with an RT-NIC on a bridge network whose
 // uplink is named by isochron.io/rt-uplink gets its class on the uplink's egress from the
 // node's NIC agent, read back from the node's kernel (by the agent: nic-agent
-// -show-uplink); deleting the crawler takes isochron's schedule off the uplink. The node
-// is the first KubeVirt runs VMs on (firstVirtNode); E2E_RT_UPLINK names its uplink, a
-// port of a Linux bridge there.
+// -show-uplink); deleting the crawler takes isochron's schedule off the uplink.
+// E2E_RT_UPLINK names the uplink, a port of a Linux bridge on each node.
+//
+// With two nodes to move between (E2E_MOVE_NODES: the local cluster's node VMs) a
+// crawler runs on each, both started together, and each node's uplink is checked; then
+// the two reach each other over the RT network: each guest leases its RT-NIC's address by
+// DHCP from KubeVirt's bridge binding (whereabouts' lease of its launcher pod), and a UDP
+// datagram one guest sends to the other's RT address is echoed back, both ways. The RT
+// network is one Linux bridge per node VM (the NAD's), joined through their uplinks on a
+// bridge of this host. Without them one crawler runs, on the first node KubeVirt runs VMs
+// on (firstVirtNode).
 //
 // On the node the suite runs on, what its kernel lacks is probed first, and changes what
 // the test expects: without the dummy link type, KubeVirt's bridge binding cannot set up
@@ -59,43 +67,66 @@ func TestNICAgentSchedulesTheRTUplink(t *testing.T) {
 		t.Skip("E2E_RT_UPLINK is not set: it names the RT uplink, a bridge's port, of the nodes (make e2e-local sets it)")
 	}
 	ctx := context.Background()
-	var node *corev1.Node
-	hostname := firstVirtNode(ctx, t)
-	nodes := &corev1.NodeList{}
-	if err := cl.List(ctx, nodes, client.MatchingLabels{corev1.LabelHostname: hostname}); err != nil || len(nodes.Items) != 1 {
-		t.Fatalf("the node of hostname %s: %v (%d found)", hostname, err, len(nodes.Items))
-	}
-	node = &nodes.Items[0]
-	var kernel kernelFeatures
-	if here := thisNode(ctx, t); here != nil && here.Name == node.Name {
-		kernel = probeKernel(t)
-		t.Logf("this kernel (node %s): %s", node.Name, kernel)
+	var hostnames []string
+	if _, ready, why := readyMoveNodes(ctx, t); why == "" {
+		for _, name := range ready[:2] {
+			n := &corev1.Node{}
+			if err := cl.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+				t.Fatal(err)
+			}
+			hostnames = append(hostnames, n.Labels[corev1.LabelHostname])
+		}
 	} else {
-		t.Logf("node %s is not this host: its kernel must have dummy links and HTB", node.Name)
+		t.Logf("one crawler: %s", why)
+		hostnames = []string{firstVirtNode(ctx, t)}
 	}
-	agent := waitForNICAgent(ctx, t, node.Name)
-	up := readUplink(ctx, t, node.Name, rtUplink)
-	bridge := up.Master
-	if bridge == "" {
-		t.Fatalf("E2E_RT_UPLINK=%s is no bridge's port on node %s", rtUplink, node.Name)
+	// What each node runs on: the node, what its kernel lacks (where it is this host).
+	type site struct {
+		node   *corev1.Node
+		kernel kernelFeatures
 	}
-	t.Logf("NIC agent %s Ready on %s; RT uplink %s, a port of bridge %s", agent, node.Name, rtUplink, bridge)
-	if up.Ours {
-		t.Fatalf("uplink %s carries isochron's schedule before the test (%s): an earlier run left it", rtUplink, up)
+	var sites []site
+	var bridge string
+	here := thisNode(ctx, t)
+	for _, hostname := range hostnames {
+		nodes := &corev1.NodeList{}
+		if err := cl.List(ctx, nodes, client.MatchingLabels{corev1.LabelHostname: hostname}); err != nil || len(nodes.Items) != 1 {
+			t.Fatalf("the node of hostname %s: %v (%d found)", hostname, err, len(nodes.Items))
+		}
+		s := site{node: &nodes.Items[0]}
+		if here != nil && here.Name == s.node.Name {
+			s.kernel = probeKernel(t)
+			t.Logf("this kernel (node %s): %s", s.node.Name, s.kernel)
+		} else {
+			t.Logf("node %s is not this host: its kernel must have dummy links and HTB", s.node.Name)
+		}
+		agent := waitForNICAgent(ctx, t, s.node.Name)
+		up := readUplink(ctx, t, s.node.Name, rtUplink)
+		if up.Master == "" || (bridge != "" && up.Master != bridge) {
+			t.Fatalf("E2E_RT_UPLINK=%s is a port of %q on node %s: want a bridge's, the same on every node (%q)", rtUplink, up.Master, s.node.Name, bridge)
+		}
+		bridge = up.Master
+		t.Logf("NIC agent %s Ready on %s; RT uplink %s, a port of bridge %s", agent, s.node.Name, rtUplink, bridge)
+		if up.Ours {
+			t.Fatalf("uplink %s of %s carries isochron's schedule before the test (%s): an earlier run left it", rtUplink, s.node.Name, up)
+		}
+		sites = append(sites, s)
 	}
 
 	ns := testNamespace(t)
-	// The node's ContentionProfile states the uplink's line rate (1G, the model's default),
-	// as an RT node class's does (config/samples/contentionprofile_rt.yaml). The agent
-	// needs it: without a profile it shapes to 0 bits/s and reports the uplink unavailable
-	// ("link rate 0 bits/s: it must be positive"; the model's default is not applied in
-	// controllers/nicagent, see docs/e2e.md).
+	// The nodes' ContentionProfile states the uplink's line rate (1G, the model's
+	// default), as an RT node class's does (config/samples/contentionprofile_rt.yaml). The
+	// agent needs it: without a profile it shapes to 0 bits/s and reports the uplink
+	// unavailable ("link rate 0 bits/s: it must be positive"; the model's default is not
+	// applied in controllers/nicagent, see docs/e2e.md).
 	profile := &isov1.ContentionProfile{
 		ObjectMeta: metav1.ObjectMeta{Name: ns + "-rt"},
 		Spec: isov1.ContentionProfileSpec{
-			NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelHostname: node.Labels[corev1.LabelHostname]}},
-			Precedence:   100,
-			NIC:          &isov1.NICProfile{LinkRate: ptr.To(resource.MustParse("1G"))},
+			NodeSelector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: corev1.LabelHostname, Operator: metav1.LabelSelectorOpIn, Values: hostnames},
+			}},
+			Precedence: 100,
+			NIC:        &isov1.NICProfile{LinkRate: ptr.To(resource.MustParse("1G"))},
 		},
 	}
 	if err := cl.Create(ctx, profile); err != nil {
@@ -117,24 +148,64 @@ func TestNICAgentSchedulesTheRTUplink(t *testing.T) {
 	const deadline = 5 * time.Millisecond
 	minBandwidth := resource.MustParse("10M")
 	start := time.Now()
-	cvm := crawler(ns, "relay", func(c *isov1.CrawlerVM) {
-		c.Spec.RPS = 5
-		c.Spec.CPUPlacement = isov1.CPUPlacementShared
-		c.Spec.RTNIC = &isov1.RTNIC{NetworkName: nad.Name, Deadline: metav1.Duration{Duration: deadline}, MinBandwidth: minBandwidth}
-		// On the node whose kernel the test reads.
-		c.Spec.Placement = &isov1.Placement{NodeSelector: map[string]string{corev1.LabelHostname: node.Labels[corev1.LabelHostname]}}
-	})
-	if err := cl.Create(ctx, cvm); err != nil {
-		t.Fatalf("creating CrawlerVM: %v", err)
+	// A crawler on each node (on the node whose kernel the test reads), created together:
+	// on an emulated node a launcher pod takes minutes to start.
+	var cvms []*isov1.CrawlerVM
+	for i, s := range sites {
+		cvm := crawler(ns, fmt.Sprintf("relay-%d", i+1), shared, func(c *isov1.CrawlerVM) {
+			c.Spec.RTNIC = &isov1.RTNIC{NetworkName: nad.Name, Deadline: metav1.Duration{Duration: deadline}, MinBandwidth: minBandwidth}
+			c.Spec.Placement = &isov1.Placement{NodeSelector: map[string]string{corev1.LabelHostname: s.node.Labels[corev1.LabelHostname]}}
+		})
+		if err := cl.Create(ctx, cvm); err != nil {
+			t.Fatalf("creating CrawlerVM %s: %v", cvm.Name, err)
+		}
+		cvms = append(cvms, cvm)
 	}
-	mac := render.MAC(cvm)
+	var peers []*peer
+	var launchers []*corev1.Pod
+	for i, cvm := range cvms {
+		launcher, p := checkRTNIC(ctx, t, cvm, sites[i].node.Name, sites[i].kernel, nad, start, minBandwidth.Value())
+		launchers = append(launchers, launcher)
+		if p != nil {
+			peers = append(peers, p)
+		}
+	}
+	if len(peers) == 2 {
+		exchangeUDP(t, peers[0], peers[1])
+	}
 
-	waitFor(t, placeTimeout, "Placed=True", func() (bool, string, error) {
+	// Deleting a crawler removes what isochron created, and its schedule comes off the
+	// uplink (the agent removes a schedule whose last flow left).
+	for _, cvm := range cvms {
+		if err := cl.Delete(ctx, cvm); err != nil {
+			t.Fatalf("deleting CrawlerVM %s: %v", cvm.Name, err)
+		}
+	}
+	for i, cvm := range cvms {
+		node := sites[i].node.Name
+		waitGone(ctx, t, cvm, launchers[i])
+		waitFor(t, unscheduleTimeout, "isochron's schedule off "+rtUplink+" of "+node, func() (bool, string, error) {
+			s := readUplink(ctx, t, node, rtUplink)
+			return !s.Ours, s.String(), nil
+		})
+		t.Logf("uplink %s of %s after crawler %s was deleted: %s", rtUplink, node, cvm.Name, readUplink(ctx, t, node, rtUplink))
+	}
+}
+
+// checkRTNIC waits for the RT-NIC crawler cvm placed on node to run (or, on a kernel
+// without dummy links, its VMI to fail), checks its launcher's lease on nad and what the
+// node's NIC agent programmed on the uplink for it since start. It returns
+// its launcher pod, and the crawler as a peer on the RT network when its VMI runs (nil
+// when it failed, as kernel says it must).
+func checkRTNIC(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM, node string, kernel kernelFeatures, nad *nadv1.NetworkAttachmentDefinition, start time.Time, minBandwidth int64) (*corev1.Pod, *peer) {
+	t.Helper()
+	mac := render.MAC(cvm)
+	waitFor(t, placeTimeout, cvm.Name+" Placed=True", func() (bool, string, error) {
 		c := condition(ctx, t, cvm, isov1.ConditionPlaced)
 		return c != nil && c.Status == metav1.ConditionTrue && cvm.Status.Placement != nil, fmt.Sprintf("Placed: %v", c), nil
 	})
 	vmi := &kubevirtv1.VirtualMachineInstance{}
-	waitFor(t, runTimeout, "VMI Running with its RT-NIC (or Failed)", func() (bool, string, error) {
+	waitFor(t, runTimeout, cvm.Name+"'s VMI Running with its RT-NIC (or Failed)", func() (bool, string, error) {
 		if err := cl.Get(ctx, client.ObjectKey{Namespace: cvm.Namespace, Name: render.Name(cvm)}, vmi); err != nil {
 			return false, err.Error(), client.IgnoreNotFound(err)
 		}
@@ -144,10 +215,18 @@ func TestNICAgentSchedulesTheRTUplink(t *testing.T) {
 			fmt.Sprintf("VMI phase %s, interfaces %+v", vmi.Status.Phase, vmi.Status.Interfaces), nil
 	})
 	// Multus and whereabouts ran for the launcher pod either way.
-	launcher := checkLeased(ctx, t, vmi, ns+"/"+nad.Name)
+	network := nad.Namespace + "/" + nad.Name
+	launcher := checkLeased(ctx, t, vmi, network)
+	var p *peer
 	switch {
 	case vmi.Status.Phase == kubevirtv1.Running:
 		t.Logf("VMI %s Running on %s, interface %s: %+v", vmi.Name, vmi.Status.NodeName, render.NetworkRT, *vmiInterface(vmi, render.NetworkRT))
+		if vmi.Status.NodeName != node {
+			t.Errorf("VMI %s runs on %s, want %s", vmi.Name, vmi.Status.NodeName, node)
+		}
+		if addr, err := leasedRTAddress(launcher, network); err == nil {
+			p = &peer{node: vmi.Status.NodeName, rtAddr: addr, cvm: cvm, launcher: launcher}
+		}
 	case kernel.dummy != nil:
 		t.Logf("VMI %s Failed, as expected on this kernel (KubeVirt's bridge binding adds a dummy link): %s", vmi.Name, vmiFailure(ctx, t, vmi))
 	default:
@@ -157,44 +236,37 @@ func TestNICAgentSchedulesTheRTUplink(t *testing.T) {
 	// The agent writes status.rtNIC once it has programmed the uplink; a kernel that
 	// cannot take the schedule is a Warning Event on the Node instead.
 	var unavailable *corev1.Event
-	waitFor(t, runTimeout, "status.rtNIC, or Event "+isov1.EventReasonRTUplinkUnavailable, func() (bool, string, error) {
+	waitFor(t, runTimeout, cvm.Name+"'s status.rtNIC, or Event "+isov1.EventReasonRTUplinkUnavailable, func() (bool, string, error) {
 		if err := cl.Get(ctx, client.ObjectKeyFromObject(cvm), cvm); err != nil {
 			return false, "", err
 		}
 		if cvm.Status.RTNIC != nil && cvm.Status.RTNIC.Class != "" {
 			return true, "", nil
 		}
-		unavailable = uplinkUnavailable(ctx, t, node.Name, rtUplink, start)
+		unavailable = uplinkUnavailable(ctx, t, node, rtUplink, start)
 		return unavailable != nil, fmt.Sprintf("status.rtNIC: %+v", cvm.Status.RTNIC), nil
 	})
 	if unavailable != nil {
 		if kernel.htb == nil {
-			t.Fatalf("the agent reported %s unavailable although this kernel takes HTB: Event %s on Node %s: %s", rtUplink, unavailable.Reason, node.Name, unavailable.Message)
+			t.Fatalf("the agent reported %s unavailable although this kernel takes HTB: Event %s on Node %s: %s", rtUplink, unavailable.Reason, node, unavailable.Message)
 		}
-		t.Logf("the agent cannot program %s on this kernel: Event %s on Node %s: %s", rtUplink, unavailable.Reason, node.Name, unavailable.Message)
-		if s := readUplink(ctx, t, node.Name, rtUplink); s.Ours {
+		t.Logf("the agent cannot program %s on this kernel: Event %s on Node %s: %s", rtUplink, unavailable.Reason, node, unavailable.Message)
+		if s := readUplink(ctx, t, node, rtUplink); s.Ours {
 			t.Errorf("uplink %s has isochron's schedule (%s), but the agent reported it unavailable", rtUplink, s)
 		}
-	} else {
-		st := cvm.Status.RTNIC
-		want := rtnet.ForDeadline(deadline, int(st.Raise))
-		t.Logf("status.rtNIC: class %s, raise %d, deadline %s", st.Class, st.Raise, st.Deadline.Duration)
-		if st.Class != want.DSCP.Name || st.Deadline.Duration != deadline {
-			t.Errorf("status.rtNIC = %+v, want class %s (deadline %s raised %d) for deadline %s", st, want.DSCP.Name, deadline, st.Raise, deadline)
-		}
-		s := readUplink(ctx, t, node.Name, rtUplink)
-		t.Logf("uplink %s on the host: %s", rtUplink, s)
-		checkSchedule(t, s, mac, want, minBandwidth.Value())
+		return launcher, p
 	}
-
-	// Deleting the crawler removes what isochron created, and its schedule comes off the
-	// uplink (the agent removes a schedule whose last flow left).
-	deleteAndWaitGone(ctx, t, cvm, launcher)
-	waitFor(t, unscheduleTimeout, "isochron's schedule off "+rtUplink, func() (bool, string, error) {
-		s := readUplink(ctx, t, node.Name, rtUplink)
-		return !s.Ours, s.String(), nil
-	})
-	t.Logf("uplink %s after the crawler was deleted: %s", rtUplink, readUplink(ctx, t, node.Name, rtUplink))
+	st := cvm.Status.RTNIC
+	deadline := cvm.Spec.RTNIC.Deadline.Duration
+	want := rtnet.ForDeadline(deadline, int(st.Raise))
+	t.Logf("%s's status.rtNIC: class %s, raise %d, deadline %s", cvm.Name, st.Class, st.Raise, st.Deadline.Duration)
+	if st.Class != want.DSCP.Name || st.Deadline.Duration != deadline {
+		t.Errorf("status.rtNIC = %+v, want class %s (deadline %s raised %d) for deadline %s", st, want.DSCP.Name, deadline, st.Raise, deadline)
+	}
+	s := readUplink(ctx, t, node, rtUplink)
+	t.Logf("uplink %s on %s: %s", rtUplink, node, s)
+	checkSchedule(t, s, mac, want, minBandwidth)
+	return launcher, p
 }
 
 // thisNode is the node the suite runs on: the one with an InternalIP of this host; nil

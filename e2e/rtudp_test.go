@@ -3,18 +3,13 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
-	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 )
@@ -24,61 +19,27 @@ import (
 // "timeout ADDR:PORT" or "error why".
 const relayPort = 8
 
-// Two crawlers on different nodes reach each other over the RT network: each guest
-// leases its RT-NIC's address by DHCP from KubeVirt's bridge binding (whereabouts'
-// lease of its launcher pod), and a UDP datagram one guest sends to the other's RT
-// address is echoed back, both ways. The RT network is one Linux bridge per node VM
-// (the NAD's), joined through their uplinks (E2E_RT_UPLINK) on a bridge of this host.
-func TestRTNetworkCarriesUDPBetweenCrawlers(t *testing.T) {
-	ctx := context.Background()
-	_, nodes := moveNodes(ctx, t)
-	if rtUplink == "" {
-		t.Skip("E2E_RT_UPLINK is not set: it names the RT uplink, a bridge's port, of the nodes (make e2e-local sets it)")
+// peer is a crawler on the RT network: its node, its guest's RT address (its launcher
+// pod's lease) and the launcher pod, whose address reaches the guest's relay.
+type peer struct {
+	node, rtAddr string
+	cvm          *isov1.CrawlerVM
+	launcher     *corev1.Pod
+}
+
+// exchangeUDP checks that two crawlers on different nodes reach each other over the RT
+// network: a UDP datagram one guest sends to the other's RT address (relayed by the
+// guest, on the order of the test sent to its pod address) is echoed back, both ways.
+func exchangeUDP(t *testing.T, a, b *peer) {
+	t.Helper()
+	if a.node == b.node {
+		t.Fatalf("both crawlers run on %s: want them on different nodes", a.node)
 	}
 	if !guestRunsAgent {
-		t.Skip("needs the e2e guest (E2E_GUEST_RUNS_AGENT): its relay on port 8 sends and echoes the datagrams")
+		t.Logf("no UDP between the crawlers: it needs the e2e guest (E2E_GUEST_RUNS_AGENT), whose relay on port %d sends and echoes the datagrams", relayPort)
+		return
 	}
-	bridge := readUplink(ctx, t, nodes[0], rtUplink).Master
-	if bridge == "" {
-		t.Fatalf("E2E_RT_UPLINK=%s is no bridge's port on node %s", rtUplink, nodes[0])
-	}
-	ns := testNamespace(t)
-	nad := &nadv1.NetworkAttachmentDefinition{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rt"},
-		Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: fmt.Sprintf(
-			`{"cniVersion": "0.4.0", "name": "rt", "type": "bridge", "bridge": %q, "ipam": {"type": "whereabouts", "range": %q}}`, bridge, rtRange)},
-	}
-	if err := cl.Create(ctx, nad); err != nil {
-		t.Fatalf("creating NetworkAttachmentDefinition: %v", err)
-	}
-	type peer struct {
-		node, rtAddr string
-		cvm          *isov1.CrawlerVM
-		vmi          *kubevirtv1.VirtualMachineInstance
-		launcher     *corev1.Pod
-	}
-	var cvms []*isov1.CrawlerVM
-	for i, node := range nodes[:2] {
-		cvms = append(cvms, crawler(ns, fmt.Sprintf("peer-%d", i+1), shared, func(c *isov1.CrawlerVM) {
-			c.Spec.RTNIC = &isov1.RTNIC{NetworkName: nad.Name, Deadline: metav1.Duration{Duration: 20 * time.Millisecond}, MinBandwidth: resource.MustParse("10M")}
-			c.Spec.Placement = &isov1.Placement{NodeSelector: map[string]string{corev1.LabelHostname: node}}
-		}))
-	}
-	var peers []*peer
-	for i, vmi := range runCrawlerVMs(ctx, t, cvms...) {
-		cvm := cvms[i]
-		launcher := launcherPod(ctx, t, vmi)
-		addr, err := leasedRTAddress(launcher, ns+"/"+nad.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("crawler %s runs on %s, RT address %s (pod %s)", cvm.Name, vmi.Status.NodeName, addr, launcher.Status.PodIP)
-		peers = append(peers, &peer{node: vmi.Status.NodeName, rtAddr: addr, cvm: cvm, vmi: vmi, launcher: launcher})
-	}
-	if peers[0].node == peers[1].node {
-		t.Fatalf("both crawlers run on %s: want one on each of %v", peers[0].node, nodes[:2])
-	}
-	for _, p := range [][2]*peer{{peers[0], peers[1]}, {peers[1], peers[0]}} {
+	for _, p := range [][2]*peer{{a, b}, {b, a}} {
 		from, to := p[0], p[1]
 		target := net.JoinHostPort(to.rtAddr, "7")
 		payload := fmt.Sprintf("isochron %s to %s", from.cvm.Name, to.cvm.Name)
@@ -90,9 +51,6 @@ func TestRTNetworkCarriesUDPBetweenCrawlers(t *testing.T) {
 			return reply == "from "+target+" "+payload, "relay: " + reply, nil
 		})
 		t.Logf("%s (%s) -> %s (%s, %s) over the RT network: %q after %s", from.cvm.Name, from.node, to.cvm.Name, to.node, to.rtAddr, reply, time.Since(start).Round(time.Second))
-	}
-	for _, p := range peers {
-		deleteAndWaitGone(ctx, t, p.cvm, p.launcher)
 	}
 }
 
