@@ -12,6 +12,10 @@
 # it what it runs: its own directory (node.env, certificates, kubeconfigs, the kubelet's
 # and kube-proxy's configurations, the CNI configuration, boot.sh) and the binaries and
 # image archives make built. nodes-down.sh (called by down.sh) stops them.
+#
+# With E2E_LOCAL_NODES_HOLD=1 it boots the nodes and returns: each waits to join (boot.sh
+# starts its kubelet once a later nodes-up.sh writes "join" into its share), so make
+# e2e-local-multi boots them while the single-node tests run on the host's node.
 set -euo pipefail
 # shellcheck source=e2e/local/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -20,6 +24,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 kubectl_ get --raw /readyz >/dev/null 2>&1 || die "the local cluster is not up: make e2e-local-up"
 command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 is missing: e2e/prereqs.sh nodes"
 count=${E2E_LOCAL_NODES:-1}
+hold=${E2E_LOCAL_NODES_HOLD:-}
 api_ip=${E2E_LOCAL_NODE_IP:-$(hostname -I | awk '{print $1}')}
 pki=$STATE/pki
 nodes=$STATE/nodes
@@ -198,12 +203,20 @@ JSON
     ip link set "${tap%%:*}" master "${tap#*:}" up
   done
   ip route replace "$cidr" via "$ip"
+  [[ -n $hold ]] || touch "$share/join"
   boot "$i"
 done
+if [[ -n $hold ]]; then
+  log "node VMs booting; they join the cluster on the next nodes-up.sh (without E2E_LOCAL_NODES_HOLD)"
+  exit 0
+fi
 
 # A node whose kubelet has not registered in NODE_REGISTER_TIMEOUT is booted again, once,
 # from fresh disks: under TCG, Debian's kernel has stopped early in a boot here (its
-# console silent after 42 s, once in about ten boots).
+# console silent after 42 s, once in about ten boots). Nodes booted ahead join now.
+for ((i = 1; i <= count; i++)); do
+  touch "$nodes/$(node_name "$i")/share/join"
+done
 t0=$SECONDS
 for ((i = 1; i <= count; i++)); do
   name=$(node_name "$i")
@@ -217,7 +230,7 @@ for ((i = 1; i <= count; i++)); do
   wait_for "node $name" "$NODE_BOOT_TIMEOUT" kubectl_ get node "$name"
   kubectl_ wait --for=condition=Ready "node/$name" --timeout="${NODE_BOOT_TIMEOUT}s" >/dev/null ||
     die "node $name is not Ready; see $LOGS/node-$name.console.log"
-  log "node $name Ready ($((SECONDS - t0)) s after the VMs started)"
+  log "node $name Ready ($((SECONDS - t0)) s after the VMs started or, booted ahead, were let join)"
 done
 
 # The VMs run on the node VMs, with KVM (e2e/local/kubevirt-nodes): virt-handler leaves
@@ -235,5 +248,5 @@ for ((i = 1; i <= count; i++)); do
   wait_for "virt-handler on $(node_name "$i")" 600 schedulable "$(node_name "$i")"
 done
 kubectl_ -n kubevirt wait kv/kubevirt --for=condition=Available --timeout=600s >/dev/null
-log "KubeVirt runs VMs on the node VMs ($((SECONDS - t0)) s after they started)"
+log "KubeVirt runs VMs on the node VMs ($((SECONDS - t0)) s after they started or were let join)"
 kubectl_ get nodes -o wide -L kubevirt.io/schedulable,kubevirt.io/realtime,kubevirt.io/cpumanager

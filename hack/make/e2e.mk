@@ -196,6 +196,9 @@ E2E_LOCAL_ENV = KUBECONFIG=$(E2E_LOCAL_STATE)/admin.kubeconfig E2E_PROBE_CPU=$(E
 E2E_NODE_SUITE ?= $(E2E_KUBEVIRT_SUITE)
 E2E_NODE_IMAGE ?= $(LOCALBIN)/e2e-node-$(E2E_NODE_SUITE)
 E2E_LOCAL_NODES ?= 1
+# Set, e2e-local-nodes-up boots the node VMs and returns; they join the cluster on the
+# next e2e-local-nodes-up without it (e2e-local-multi boots them during the single-node tests).
+E2E_LOCAL_NODES_HOLD ?=
 E2E_LOCAL_MULTI_NODES ?= 2
 # What the nodes run from the cluster's images (KubeVirt's control plane stays on the
 # host's node: e2e/local/kubevirt places it there).
@@ -214,7 +217,7 @@ e2e-local-node-image: e2e-local-nodes-prereqs ## Build the node VMs' disk and ke
 e2e-local-nodes-up: e2e-local-node-image ## Add E2E_LOCAL_NODES worker nodes that are QEMU VMs (TCG, 4 vCPUs each) to the running local cluster (make e2e-local-up first).
 	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) NODE_IMAGE=$(E2E_NODE_IMAGE) E2E_LOCAL_NODES=$(E2E_LOCAL_NODES) \
 		MULTUS_BIN=$(abspath $(E2E_LOCAL_MULTUS)) WHEREABOUTS_BIN=$(abspath $(E2E_LOCAL_WHEREABOUTS)) \
-		IMAGE_ARCHIVES="$(E2E_NODE_ARCHIVES)" e2e/local/nodes-up.sh
+		E2E_LOCAL_NODES_HOLD=$(E2E_LOCAL_NODES_HOLD) IMAGE_ARCHIVES="$(E2E_NODE_ARCHIVES)" e2e/local/nodes-up.sh
 
 # The multi-node run: the tests between nodes move crawlers between the node VMs
 # (E2E_MOVE_NODES) and the node-loss test stops one by killing its QEMU (E2E_STOP_NODE);
@@ -225,7 +228,8 @@ E2E_LOCAL_MULTI_ENV = KUBECONFIG=$(E2E_LOCAL_STATE)/admin.kubeconfig E2E_PROBE_C
 E2E_NODE_LOSS_TEST = TestLostNodeCrawlersRunElsewhereOnceFenced
 # The tests one node answers: e2e-local-multi runs them on the cluster's own node before
 # the node VMs join (there a launcher pod starts in seconds, on an emulated node in
-# minutes), and the suite on the node VMs leaves them out.
+# minutes; the node VMs boot meanwhile, their kubelets held), and the suite on the node
+# VMs leaves them out.
 E2E_SINGLE_NODE_TESTS = TestCrashedCrawlerRestartsByItself|TestDrainOfTheOnlyNodeWaits|TestSharedCrawlerRunsOnTheSharedPool|TestUnplaceableCrawlerIsReportedAndCreatesNothing
 # The suite before the node-loss test on the node VMs: 75 min (4517 s) was too short on
 # 26 Nov 2026, when the emulated nodes started a launcher pod in 4-6 min
@@ -236,6 +240,7 @@ E2E_LOCAL_MULTI_TIMEOUT ?= 120m
 e2e-local-multi: e2e-local-prereqs e2e-local-nodes-prereqs ## Bring up the local cluster from scratch, run the single-node tests on its own node, add two node VMs (E2E_LOCAL_MULTI_NODES) and run the rest of the suite on them, the node-loss test last.
 	$(MAKE) e2e-local-down PURGE=1
 	$(MAKE) e2e-local-up
+	$(MAKE) e2e-local-nodes-up E2E_LOCAL_NODES=$(E2E_LOCAL_MULTI_NODES) E2E_LOCAL_NODES_HOLD=1
 	$(E2E_LOCAL_ENV) $(MAKE) e2e E2E_GUEST_IMAGE=$(E2E_GUEST_IMG) E2E_GO_TEST_FLAGS="-run '$(E2E_SINGLE_NODE_TESTS)'"
 	$(MAKE) e2e-local-nodes-up E2E_LOCAL_NODES=$(E2E_LOCAL_MULTI_NODES)
 	$(MAKE) e2e-local-multi-suite

@@ -79,6 +79,12 @@ systemctl start containerd
 for ((i = 0; i < 120; i++)); do ctr version >/dev/null 2>&1 && break; sleep 1; done
 log "containerd has $(ctr -n k8s.io images ls -q | wc -l) images"
 
+# A node booted ahead (nodes-up.sh with E2E_LOCAL_NODES_HOLD) joins the cluster once
+# nodes-up.sh writes join into its share.
+if [[ ! -e $share/join ]]; then
+  log "waiting for $share/join to start the kubelet"
+  until [[ -e $share/join ]]; do sleep 2; done
+fi
 systemctl reset-failed kube-proxy kubelet 2>/dev/null || true
 systemd-run --unit=kube-proxy -p Restart=always -p RestartSec=2 \
   /usr/local/bin/kube-proxy --config /etc/kubernetes/kube-proxy.yaml --v 2
