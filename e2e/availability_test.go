@@ -55,8 +55,12 @@ func TestCrashedCrawlerRestartsByItself(t *testing.T) {
 		t.Fatalf("VM %s: %v; the VMI's owners %+v: want the VMI started by the crawler's VM", vmi.Name, err, vmi.OwnerReferences)
 	}
 
-	// The QEMU of the guest, by its PID, as the compute container sees it.
-	script := `for d in /proc/[0-9]*; do if tr '\0' ' ' < $d/cmdline 2>/dev/null | grep -q '^/usr/[a-z]*/qemu-system'; then p=${d#/proc/}; kill -9 $p && echo $p; exit; fi; done; exit 1`
+	// The QEMU of the guest, by its PID, as the compute container sees it: the one named
+	// after the domain. Not any qemu-system: libvirt may be probing another binary's
+	// capabilities then (seen: qemu-system-i386 probed 4 s after the guest started, and
+	// killed by the test instead of the guest).
+	domain := vmi.Namespace + "_" + vmi.Name
+	script := `for d in /proc/[0-9]*; do if tr '\0' ' ' < $d/cmdline 2>/dev/null | grep -q -- "^/usr/[a-z]*/qemu-system.* -name guest=` + domain + `,"; then p=${d#/proc/}; kill -9 $p && echo $p; exit; fi; done; echo "no QEMU runs ` + domain + `" >&2; exit 1`
 	args := []string{"exec", "-n", ns, launcher.Name, "-c", "compute", "--", "sh", "-c", script}
 	out, err := exec.Command(kubectl, args...).Output()
 	if err != nil {
