@@ -95,11 +95,7 @@ func shared(c *isov1.CrawlerVM) {
 // live migration, the reservation held on both nodes while it runs, no outage. The gap
 // in the guest's answers to a UDP echo sent from outside every 20 ms across the move is
 // recorded (under emulation it is no real-time figure: the path is what is asserted).
-// It runs beside the NIC agent's test (parallel): neither cordons a node, and on the
-// emulated nodes each spends most of its time waiting for a launcher pod, whose
-// containers start one after another.
 func TestRefutedCrawlerMovesByLiveMigration(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	sel, _ := moveNodes(ctx, t)
 	if !guestRunsAgent {

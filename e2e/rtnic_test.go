@@ -62,11 +62,7 @@ const (
 // the VMI's RT-NIC (the VMI fails; the agent schedules the crawler from its placement all
 // the same); without HTB, the agent reports the uplink unavailable instead of programming
 // it. Another node (the local cluster's node VMs) must have both.
-//
-// It runs beside TestRefutedCrawlerMovesByLiveMigration (parallel), whose crawler has no
-// RT-NIC: each uplink still carries one RT flow, this test's.
 func TestNICAgentSchedulesTheRTUplink(t *testing.T) {
-	t.Parallel()
 	if rtUplink == "" {
 		t.Skip("E2E_RT_UPLINK is not set: it names the RT uplink, a bridge's port, of the nodes (make e2e-local sets it)")
 	}
