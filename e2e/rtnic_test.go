@@ -170,8 +170,13 @@ func TestNICAgentSchedulesTheRTUplink(t *testing.T) {
 			peers = append(peers, p)
 		}
 	}
-	if len(peers) == 2 {
+	switch {
+	case len(peers) == 2:
 		exchangeUDP(t, peers[0], peers[1])
+	case len(sites) == 2:
+		// checkRTNIC failed the test already unless a kernel without dummy links failed
+		// the VMI, as it must: say why no UDP was sent.
+		t.Logf("no UDP between the crawlers: %d of them run with an RT address", len(peers))
 	}
 
 	// Deleting a crawler removes what isochron created, and its schedule comes off the
