@@ -107,19 +107,24 @@ E2E_LOCAL_MULTUS ?= $(LOCALBIN)/multus
 .PHONY: e2e-local-multus
 e2e-local-multus: $(E2E_LOCAL_MULTUS) ## Build Multus' thin CNI plugin from its Go module (e2e/local/modules/multus/go.mod).
 
-# $(call pinned-module-bin,NAME,MODULE,VERSION,PACKAGE,LDFLAGS): build PACKAGE of MODULE into
-# $@ from the separate module e2e/local/modules/NAME, after checking that its go.mod
-# requires MODULE at VERSION (the Makefile's pin).
+# $(call pinned-module-bin,NAME,MODULE,VERSION,PACKAGE,LDFLAGS[,BUILDFLAGS]): build PACKAGE of
+# MODULE into $@ from the separate module e2e/local/modules/NAME, after checking that its
+# go.mod requires MODULE at VERSION (the Makefile's pin).
 define pinned-module-bin
 @grep -q '$(2) $(3)$$' e2e/local/modules/$(1)/go.mod || \
 	{ echo "e2e/local/modules/$(1)/go.mod does not require $(2) $(3)"; exit 1; }
-cd e2e/local/modules/$(1) && CGO_ENABLED=0 $(GO) build -trimpath -o $(abspath $@) -ldflags '-s -w $(5)' $(4)
+cd e2e/local/modules/$(1) && CGO_ENABLED=0 $(GO) build -trimpath $(6) -o $(abspath $@) -ldflags '-s -w $(5)' $(4)
 endef
 
 MULTUS_MODULE := gopkg.in/k8snetworkplumbingwg/multus-cni.v4
 
-$(E2E_LOCAL_MULTUS): e2e/local/modules/multus/go.mod e2e/local/modules/multus/go.sum
-	$(call pinned-module-bin,multus,$(MULTUS_MODULE),$(MULTUS_VERSION),$(MULTUS_MODULE)/cmd/multus,-X $(MULTUS_MODULE)/pkg/multus.version=$(MULTUS_VERSION))
+# With the one change of multus-cni#1453 (e2e/local/modules/multus/patch.sh): the pod's
+# live query waits 2.5 s, not 250 ms, which an emulated node's plugin could not meet.
+E2E_LOCAL_MULTUS_SRC = $(abspath $(LOCALBIN))/multus-src
+
+$(E2E_LOCAL_MULTUS): e2e/local/modules/multus/go.mod e2e/local/modules/multus/go.sum e2e/local/modules/multus/patch.sh
+	cd e2e/local/modules/multus && GO=$(GO) ./patch.sh $(E2E_LOCAL_MULTUS_SRC)
+	$(call pinned-module-bin,multus,$(MULTUS_MODULE),$(MULTUS_VERSION),$(MULTUS_MODULE)/cmd/multus,-X $(MULTUS_MODULE)/pkg/multus.version=$(MULTUS_VERSION),-modfile $(E2E_LOCAL_MULTUS_SRC)/go.mod)
 
 # whereabouts, the IPAM plugin that leases secondary networks' addresses cluster-wide
 # (config/samples/rt-net.yaml uses it), pinned by the separate module
