@@ -53,9 +53,11 @@ func parseQEMU(out string) (qemuProcess, error) {
 			if err != nil {
 				return q, fmt.Errorf("thread line %q: %w", line, err)
 			}
-			if f[1] == "" && f[2] == "" && f[3] == "" {
+			if f[3] == "" {
 				// The thread ended between the listing and the reads (QEMU's worker
-				// threads come and go): nothing of it is left to judge.
+				// threads come and go), before or after its comm was read ("T|487|||",
+				// "T|126|worker||"): nothing of it is left to judge. Its stat is read
+				// last; one cut short is an error below.
 				continue
 			}
 			cpus, err := parseCPUList(f[2])
@@ -150,6 +152,15 @@ func TestParseQEMU(t *testing.T) {
 		// "T|487|||"): it is skipped, not an error.
 		name: "a thread that ended while read",
 		out:  strings.Join([]string{"P|94", main, "T|487|||", vcpu}, "\n"),
+		want: qemuProcess{PID: 94, Threads: []qemuThread{
+			{TID: 94, Name: "qemu-system-x86", CPUs: []int{2}, Policy: 0},
+			{TID: 103, Name: "CPU 0/KVM", CPUs: []int{1}, Policy: 1},
+		}},
+	}, {
+		// The same after its comm was read (session 16, second whole run: "T|126|worker||"
+		// failed the dedicated test).
+		name: "a thread that ended after its comm was read",
+		out:  strings.Join([]string{"P|94", main, "T|126|worker||", vcpu}, "\n"),
 		want: qemuProcess{PID: 94, Threads: []qemuThread{
 			{TID: 94, Name: "qemu-system-x86", CPUs: []int{2}, Policy: 0},
 			{TID: 103, Name: "CPU 0/KVM", CPUs: []int{1}, Policy: 1},
