@@ -117,7 +117,7 @@ chmod 0755 "$d/usr/sbin/virtqemud"
 # only the x86_64 QEMU): libvirt probes every QEMU it finds when the first domain is
 # defined, and under emulation on a node VM that define took 10 s, past half of
 # virt-handler's 20 s for the whole SyncVMI (session 16: "SyncVMI: ... context deadline
-# exceeded" on most starts of a whole run; the i386 probe is the second of two).
+# exceeded" for 8 of the 18 launcher pods of a whole run; the i386 probe is the second of two).
 : >"$d/usr/bin/.wh.qemu-system-i386"
 layer_keep_owner "$d" "$work/launcher.tar"
 "$here/layers-archive.sh" "$registry/virt-launcher:$tag" "$out/virt-launcher.tar" \
