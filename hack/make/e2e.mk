@@ -105,7 +105,7 @@ e2e-local-images: build ## Write the pause, rtprobe, manager and nic-agent image
 E2E_LOCAL_MULTUS ?= $(LOCALBIN)/multus
 
 .PHONY: e2e-local-multus
-e2e-local-multus: $(E2E_LOCAL_MULTUS) ## Build Multus' thin CNI plugin from its Go module (e2e/local/modules/multus/go.mod).
+e2e-local-multus: $(E2E_LOCAL_MULTUS) ## Build Multus' thin CNI plugin from its Go module (e2e/local/modules/multus/go.mod), with multus-cni#1453's one-line change (patch.sh).
 
 # $(call pinned-module-bin,NAME,MODULE,VERSION,PACKAGE,LDFLAGS[,BUILDFLAGS]): build PACKAGE of
 # MODULE into $@ from the separate module e2e/local/modules/NAME, after checking that its
