@@ -10,7 +10,9 @@
 # container-disk (KubeVirt's C program, static) and kubevirt-operator.yaml (images
 # localhost/kubevirt/<component>:VERSION). virt-handler (linux/kvm.h) and virt-launcher
 # (libvirt) need cgo: gcc, pkg-config and Debian's libvirt-dev (e2e/prereqs.sh local);
-# the rest are static.
+# the rest are static. They are built from a copy of the module with one change to
+# virt-handler (modules/kubevirt/patch.sh, in OUTDIR/src): a Scheduled VMI's domain that
+# may still be starting is not deleted as inactive (modules/kubevirt/virthandler).
 set -euo pipefail
 
 die() { echo "build-kubevirt: $*" >&2; exit 1; }
@@ -35,9 +37,10 @@ cd "$mod"
 # GONOSUMDB: kubevirt requires github.com/rhobs/operator-observability-toolkit, which
 # the checksum database does not know; go.sum pins it (DEVELOPERS.md).
 export GONOSUMDB=${GONOSUMDB:-github.com/rhobs/operator-observability-toolkit}
+GO=$go ./patch.sh "$out/src"
 build() { # build CGO PACKAGE NAME
   local t=$SECONDS
-  CGO_ENABLED=$1 "$go" build -trimpath -ldflags "$ldflags" -o "$out/$3" "$2"
+  CGO_ENABLED=$1 "$go" build -modfile "$out/src/go.mod" -trimpath -ldflags "$ldflags" -o "$out/$3" "$2"
   echo "build-kubevirt: $3 ($((SECONDS - t)) s)"
 }
 for c in virt-operator virt-api virt-controller virt-chroot virt-launcher-monitor virt-freezer virt-probe virt-tail; do

@@ -13,7 +13,7 @@ KIND_CLUSTER ?= isochron-e2e
 E2E_TIMEOUT ?= 45m
 KIND ?= $(LOCALBIN)/kind-$(KIND_VERSION)
 SHELLCHECK ?= shellcheck
-SHELL_SCRIPTS = $(wildcard e2e/*.sh e2e/*/*.sh e2e/*/*/*.sh hack/*/*.sh)
+SHELL_SCRIPTS = $(wildcard e2e/*.sh e2e/*/*.sh e2e/*/*/*.sh e2e/*/*/*/*.sh hack/*/*.sh)
 # Installs the Debian packages of the sets given (config, kind, local) as root, or names
 # the missing ones: the first step of every e2e workflow below.
 E2E_PREREQS = e2e/prereqs.sh
@@ -32,6 +32,7 @@ test-e2e-config: $(KUSTOMIZE) ## Check the e2e suite compiles, the guest's tests
 	$(E2E_PREREQS) config
 	$(GO) vet -tags e2e ./e2e/...
 	$(GO) test ./e2e/... -count=1
+	cd e2e/local/modules/kubevirt && $(GO) vet ./virthandler/ && $(GO) test ./virthandler/ -count=1
 	$(SHELLCHECK) -x $(SHELL_SCRIPTS)
 	$(KUSTOMIZE) build e2e/kind/kubevirt >/dev/null
 	$(KUSTOMIZE) build e2e/local/kubevirt >/dev/null
@@ -153,7 +154,8 @@ E2E_KUBEVIRT_ARCHIVES = $(addprefix $(E2E_KUBEVIRT_IMAGES)/,virt-operator.tar vi
 .PHONY: e2e-local-kubevirt-bins
 e2e-local-kubevirt-bins: $(E2E_KUBEVIRT_BIN)/kubevirt-operator.yaml ## Build KubeVirt's components and operator manifest from its Go module (cgo: gcc, libvirt-dev).
 
-$(E2E_KUBEVIRT_BIN)/kubevirt-operator.yaml: e2e/local/modules/kubevirt/go.mod e2e/local/modules/kubevirt/go.sum e2e/local/build-kubevirt.sh | e2e-local-prereqs
+$(E2E_KUBEVIRT_BIN)/kubevirt-operator.yaml: e2e/local/modules/kubevirt/go.mod e2e/local/modules/kubevirt/go.sum e2e/local/build-kubevirt.sh \
+		e2e/local/modules/kubevirt/patch.sh e2e/local/modules/kubevirt/virthandler/slowstart.go | e2e-local-prereqs
 	GO=$(GO) e2e/local/build-kubevirt.sh $(KUBEVIRT_VERSION) $(E2E_KUBEVIRT_BIN)
 
 $(E2E_KUBEVIRT_ROOTFS): e2e/local/kubevirt-rootfs.sh | e2e-local-prereqs
