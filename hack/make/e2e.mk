@@ -258,8 +258,11 @@ E2E_RUN ?=
 .PHONY: e2e-local-multi-suite
 e2e-local-multi-suite: ## Run the suite but the single-node tests on the running local cluster with node VMs (e2e-local-up, e2e-local-nodes-up), the node-loss test last; E2E_RUN=pattern runs only the tests it matches.
 ifeq ($(E2E_RUN),)
-	$(E2E_LOCAL_MULTI_ENV) $(MAKE) e2e E2E_GUEST_IMAGE=$(E2E_GUEST_IMG) E2E_GO_TEST_FLAGS="-skip '$(E2E_SINGLE_NODE_TESTS)|$(E2E_NODE_LOSS_TEST)'" E2E_TIMEOUT=$(E2E_LOCAL_MULTI_TIMEOUT)
-	$(E2E_LOCAL_MULTI_ENV) $(MAKE) e2e E2E_GUEST_IMAGE=$(E2E_GUEST_IMG) E2E_GO_TEST_FLAGS='-run $(E2E_NODE_LOSS_TEST)'
+	@# The node-loss test runs even when a test before it failed; the target fails if either did.
+	rc=0; \
+	$(E2E_LOCAL_MULTI_ENV) $(MAKE) e2e E2E_GUEST_IMAGE=$(E2E_GUEST_IMG) E2E_GO_TEST_FLAGS="-skip '$(E2E_SINGLE_NODE_TESTS)|$(E2E_NODE_LOSS_TEST)'" E2E_TIMEOUT=$(E2E_LOCAL_MULTI_TIMEOUT) || rc=$$?; \
+	$(E2E_LOCAL_MULTI_ENV) $(MAKE) e2e E2E_GUEST_IMAGE=$(E2E_GUEST_IMG) E2E_GO_TEST_FLAGS='-run $(E2E_NODE_LOSS_TEST)' || rc=$$?; \
+	exit $$rc
 else
 	$(E2E_LOCAL_MULTI_ENV) $(MAKE) e2e E2E_GUEST_IMAGE=$(E2E_GUEST_IMG) E2E_GO_TEST_FLAGS="-run '$(E2E_RUN)'" E2E_TIMEOUT=$(E2E_LOCAL_MULTI_TIMEOUT)
 endif
