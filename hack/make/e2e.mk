@@ -123,7 +123,7 @@ MULTUS_MODULE := gopkg.in/k8snetworkplumbingwg/multus-cni.v4
 # live query waits 2.5 s, not 250 ms, which an emulated node's plugin could not meet.
 E2E_LOCAL_MULTUS_SRC = $(abspath $(LOCALBIN))/multus-src
 
-$(E2E_LOCAL_MULTUS): e2e/local/modules/multus/go.mod e2e/local/modules/multus/go.sum e2e/local/modules/multus/patch.sh
+$(E2E_LOCAL_MULTUS): e2e/local/modules/multus/go.mod e2e/local/modules/multus/go.sum e2e/local/modules/multus/patch.sh e2e/local/modules/copy-module.sh
 	cd e2e/local/modules/multus && GO=$(GO) ./patch.sh $(E2E_LOCAL_MULTUS_SRC)
 	$(call pinned-module-bin,multus,$(MULTUS_MODULE),$(MULTUS_VERSION),$(MULTUS_MODULE)/cmd/multus,-X $(MULTUS_MODULE)/pkg/multus.version=$(MULTUS_VERSION),-modfile $(E2E_LOCAL_MULTUS_SRC)/go.mod)
 
@@ -152,10 +152,10 @@ E2E_GUEST_IMG ?= localhost/isochron/e2e-guest:$(VERSION)
 E2E_KUBEVIRT_ARCHIVES = $(addprefix $(E2E_KUBEVIRT_IMAGES)/,virt-operator.tar virt-api.tar virt-controller.tar virt-handler.tar virt-launcher.tar) $(E2E_LOCAL_IMAGES)/e2e-guest.tar
 
 .PHONY: e2e-local-kubevirt-bins
-e2e-local-kubevirt-bins: $(E2E_KUBEVIRT_BIN)/kubevirt-operator.yaml ## Build KubeVirt's components and operator manifest from its Go module (cgo: gcc, libvirt-dev).
+e2e-local-kubevirt-bins: $(E2E_KUBEVIRT_BIN)/kubevirt-operator.yaml ## Build KubeVirt's components and operator manifest from its Go module (cgo: gcc, libvirt-dev), virt-handler with the change of kubevirt#18545 (patch.sh).
 
 $(E2E_KUBEVIRT_BIN)/kubevirt-operator.yaml: e2e/local/modules/kubevirt/go.mod e2e/local/modules/kubevirt/go.sum e2e/local/build-kubevirt.sh \
-		e2e/local/modules/kubevirt/patch.sh e2e/local/modules/kubevirt/virthandler/slowstart.go | e2e-local-prereqs
+		e2e/local/modules/kubevirt/patch.sh e2e/local/modules/kubevirt/virthandler/slowstart.go e2e/local/modules/copy-module.sh | e2e-local-prereqs
 	GO=$(GO) e2e/local/build-kubevirt.sh $(KUBEVIRT_VERSION) $(E2E_KUBEVIRT_BIN)
 
 $(E2E_KUBEVIRT_ROOTFS): e2e/local/kubevirt-rootfs.sh | e2e-local-prereqs

@@ -1,7 +1,7 @@
 #!/bin/sh
-# patch.sh DIR: copy Multus' module (the version go.mod requires) to DIR/multus-cni,
-# change one line of pkg/multus/multus.go, and write DIR/go.mod and DIR/go.sum: this
-# module's, replacing Multus by the copy, for `go build -modfile DIR/go.mod`.
+# patch.sh DIR: copy Multus' module (the version go.mod requires) to DIR/multus-cni and
+# write DIR/go.mod and DIR/go.sum replacing Multus by the copy (../copy-module.sh), then
+# change one line of the copy's pkg/multus/multus.go, for `go build -modfile DIR/go.mod`.
 #
 # The change is the one k8snetworkplumbingwg/multus-cni#1453 proposes for issue #1461
 # ("The kubernetes API timeout value is too short"; unmerged, in v4.2.3 and on master
@@ -15,16 +15,10 @@
 set -eu
 out=$1
 mod=gopkg.in/k8snetworkplumbingwg/multus-cni.v4
-src="$(${GO:-go} list -m -f '{{.Dir}}' "$mod")"
-rm -rf "$out"
-mkdir -p "$out"
-cp -R "$src" "$out/multus-cni"
-chmod -R u+w "$out/multus-cni"
+../copy-module.sh "$mod" "$out" multus-cni
 f="$out/multus-cni/pkg/multus/multus.go"
 perl -0pi -e 's/context\.WithTimeout\(context\.TODO\(\), pollDuration\)(\n\s*defer cancel\(\)\n\s*pod, err = kubeClient\.GetPodAPILiveQuery)/context.WithTimeout(context.TODO(), shortPollTimeout)$1/' "$f"
 if [ "$(grep -c 'WithTimeout(context.TODO(), shortPollTimeout)' "$f")" != 1 ]; then
-  echo "patch.sh: $src/pkg/multus/multus.go has no live query of the pod to patch (Multus changed): review the patch" >&2
+  echo "patch.sh: $mod's pkg/multus/multus.go has no live query of the pod to patch (Multus changed): review the patch" >&2
   exit 1
 fi
-cp go.sum "$out/go.sum"
-{ cat go.mod; echo; echo "replace $mod => $(cd "$out/multus-cni" && pwd)"; } >"$out/go.mod"
