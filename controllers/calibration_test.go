@@ -236,13 +236,10 @@ func TestRefutedCrawlerWithNowhereToGoStays(t *testing.T) {
 	if r.To != "" || r.From != "stay-1" || !strings.Contains(r.Message, "no other node is predicted to fit it") {
 		t.Errorf("lastRemediation %+v: want it to stay on stay-1 and say why", r)
 	}
+	// The Event is recorded asynchronously, after the status write seen above.
+	awaitEvents(t, c, isov1.EventReasonNoBetterNode+": ")
 	touch(t, vmi, "again")
-	var stayed []string
-	for _, e := range events(t, c) {
-		if strings.HasPrefix(e, isov1.EventReasonNoBetterNode+": ") {
-			stayed = append(stayed, e)
-		}
-	}
+	stayed := eventsOf(t, c, isov1.EventReasonNoBetterNode)
 	if len(stayed) != 1 || len(moves(t, c)) != 0 {
 		t.Errorf("NoBetterNode Events %v and Moved %v: want one and none", stayed, moves(t, c))
 	}
