@@ -131,7 +131,7 @@ func NewCrawlerVMReconciler(mgr ctrl.Manager, opts ...Option) *CrawlerVMReconcil
 	for _, o := range opts {
 		o(r)
 	}
-	r.placer = &placer{cache: r.Client, api: r.APIReader, clock: r.clock, vfio: r.vfio, ledger: ledger.New(),
+	r.placer = &placer{cache: r.Client, api: r.APIReader, clock: r.clock, request: r.request, ledger: ledger.New(),
 		batchSize: func(float64) {}, decisionTime: func(float64) {}}
 	return r
 }
@@ -139,6 +139,7 @@ func NewCrawlerVMReconciler(mgr ctrl.Manager, opts ...Option) *CrawlerVMReconcil
 // +kubebuilder:rbac:groups=isochron.io,resources=crawlervms,verbs=get;list;watch
 // +kubebuilder:rbac:groups=isochron.io,resources=crawlervms/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=k8s.cni.cncf.io,resources=network-attachment-definitions,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kubevirt.io,resources=kubevirts,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch

@@ -48,7 +48,7 @@ func (r *CrawlerVMReconciler) startMove(ctx context.Context, cvm *isov1.CrawlerV
 	if err != nil {
 		return placement.Decision{}, err
 	}
-	req := inventory.Request(cvm, r.vfio(ctx, cvm))
+	req := r.request(ctx, cvm)
 	req.Avoid = append(avoid, draining...)
 	req.Size = &held.Sizing
 	from := held.Node

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/calibration"
@@ -34,7 +36,7 @@ import (
 func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter) (bool, error) {
 	// A spec change waits for a move in progress to end: the move keeps the VM's size,
 	// and a second decision would pull the crawler away from a migration under way.
-	if (r.isPlaced(cvm) && !vfioChanged(cvm, r.vfio(ctx, cvm))) || (cvm.Status.Move != nil && cvm.Status.Placement != nil) {
+	if (r.isPlaced(cvm) && !countedOtherwise(cvm, r.request(ctx, cvm))) || (cvm.Status.Move != nil && cvm.Status.Placement != nil) {
 		inv, err := r.placer.gatherNode(ctx, cvm.Status.Placement.Node)
 		if err != nil {
 			return true, err
@@ -227,20 +229,52 @@ func (r *CrawlerVMReconciler) rtNetwork(ctx context.Context, cvm *isov1.CrawlerV
 	return nad, nil
 }
 
-// vfio says whether the crawler's RT-NIC is an SR-IOV VF (render.VFIO), false when its
-// network cannot be read.
-func (r *CrawlerVMReconciler) vfio(ctx context.Context, cvm *isov1.CrawlerVM) bool {
+// request is the crawler's placement request with what its pod holds beyond its spec as
+// the cluster has it now: VFIO memory for an SR-IOV RT-NIC (render.VFIO; none when its
+// network cannot be read) and KubeVirt's support containers (render.Support).
+func (r *CrawlerVMReconciler) request(ctx context.Context, cvm *isov1.CrawlerVM) placement.Request {
 	nad, err := r.rtNetwork(ctx, cvm)
-	return err == nil && render.VFIO(cvm, nad)
+	vfio := err == nil && render.VFIO(cvm, nad)
+	return inventory.Request(cvm, vfio, render.Support(cvm, r.kubeVirtSupport(ctx)))
 }
 
-// vfioChanged reports whether the crawler's reservation counts VFIO memory where its RT
-// network no longer needs it (vfio false), or the reverse: its network became SR-IOV, or
-// appeared as one after the crawler was placed, or the reservation predates the count.
-// The crawler is then decided again, on its node if that still fits it.
-func vfioChanged(cvm *isov1.CrawlerVM, vfio bool) bool {
-	held := cvm.Status.Sizing != nil && cvm.Status.Sizing.VFIOMemory != nil
-	return held != vfio
+// kubeVirtSupport is what the cluster's KubeVirt resource sets for launchers' support
+// containers (inventory.Support), from the cache: KubeVirt's defaults when there is
+// none, or the KubeVirt API is not served (logged: a decision then counts the defaults).
+// With more than one (virt-operator deploys only one), the first deployed.
+func (r *CrawlerVMReconciler) kubeVirtSupport(ctx context.Context) sizing.SupportConfig {
+	list := &kubevirtv1.KubeVirtList{}
+	if err := r.List(ctx, list); err != nil {
+		log.FromContext(ctx).V(1).Info("counting KubeVirt's default support containers: its KubeVirt resource cannot be read", "error", err.Error())
+		return inventory.Support(nil)
+	}
+	var kv *kubevirtv1.KubeVirt
+	for i := range list.Items {
+		if kv == nil || (list.Items[i].Status.Phase == kubevirtv1.KubeVirtPhaseDeployed && kv.Status.Phase != kubevirtv1.KubeVirtPhaseDeployed) {
+			kv = &list.Items[i]
+		}
+	}
+	return inventory.Support(kv)
+}
+
+// countedOtherwise reports whether the crawler's reservation counts its pod otherwise
+// than req does: VFIO memory its RT network no longer needs, or the reverse (its network
+// became SR-IOV, or appeared as one after the crawler was placed), or support containers
+// KubeVirt's configuration now sizes otherwise, or the reservation predates either
+// count. The crawler is then decided again, on its node if that still fits it.
+func countedOtherwise(cvm *isov1.CrawlerVM, req placement.Request) bool {
+	s := cvm.Status.Sizing
+	if s == nil {
+		s = &isov1.Sizing{}
+	}
+	var cpu, mem int64
+	if s.SupportCPU != nil {
+		cpu = s.SupportCPU.MilliValue()
+	}
+	if s.SupportMemory != nil {
+		mem = s.SupportMemory.Value()
+	}
+	return (s.VFIOMemory != nil) != req.Demand.VFIO || cpu != req.Demand.Support.CPUMilli || mem != req.Demand.Support.MemoryBytes
 }
 
 // rtBinding reads the RT-NIC's NetworkAttachmentDefinition to tell SR-IOV from bridge,

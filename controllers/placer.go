@@ -80,8 +80,9 @@ type placer struct {
 	// reservations from the API server when the ledger is built.
 	cache, api client.Reader
 	clock      clock.PassiveClock
-	// vfio says whether a crawler's RT-NIC is an SR-IOV VF (its pod holds VFIO memory).
-	vfio func(context.Context, *isov1.CrawlerVM) bool
+	// request is a crawler's placement request, with what its pod holds beyond its spec
+	// (CrawlerVMReconciler.request).
+	request func(context.Context, *isov1.CrawlerVM) placement.Request
 	// batchSize and decisionTime observe each batch and decision.
 	batchSize, decisionTime func(float64)
 
@@ -150,7 +151,7 @@ func (p *placer) decideBatch(ctx context.Context, batch []*placeRequest) {
 			kept = p.plannerFor(inv)
 		}
 		began := p.clock.Now()
-		req := inventory.Request(cvm, p.vfio(ctx, cvm))
+		req := p.request(ctx, cvm)
 		d := kept.planner.Place(req)
 		kept.planner.Commit(req, d)
 		p.decisionTime(p.clock.Since(began).Seconds())

@@ -783,6 +783,17 @@ type Sizing struct {
 	// RT-NIC or none.
 	// +optional
 	VFIOMemory *resource.Quantity `json:"vfioMemory,omitempty"`
+	// supportCPU is the CPU the VM's pod requests for KubeVirt's support containers: one
+	// per container disk (the guest's and the probe agent's) and the guest console log's,
+	// as the KubeVirt resource's supportContainerResources and virtualMachineOptions set
+	// them (their limits for dedicated placement, whose pod is Guaranteed). Placement
+	// counts it on the node's shared pool beside cpuRequest. Absent when none.
+	// +optional
+	SupportCPU *resource.Quantity `json:"supportCPU,omitempty"`
+	// supportMemory is the memory the VM's pod requests for the same support containers;
+	// placement counts it on the node beside memory. Absent when none.
+	// +optional
+	SupportMemory *resource.Quantity `json:"supportMemory,omitempty"`
 }
 
 // PlacementStatus is the node chosen for a crawler and what is predicted there.

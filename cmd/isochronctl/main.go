@@ -30,8 +30,8 @@ Usage:
 
 Commands:
   plan     Place every CrawlerVM in the files on the Node objects in the files (as
-           kubectl get nodes -o yaml prints them), with the ContentionProfiles in the
-           files, and print where each goes, its size, its predicted interval error with
+           kubectl get nodes -o yaml prints them), with the ContentionProfiles and the
+           KubeVirt resource in the files, and print where each goes, its size, its predicted interval error with
            the whole plan applied, each node's use, and why any crawler does not fit.
            Crawlers are placed from scratch in namespace/name order, as on a fresh
            cluster: their status is ignored. -o json is a stable format for pipelines.

@@ -141,7 +141,7 @@ status: {allocatable: {cpu: "4", memory: 8Gi, hugepages-2Mi: 4Gi}}
 		"not YAML":          {stdin: "{{{", args: []string{"render", "-f", "-", "--node", "n"}, code: exitInvalid, stderr: "document 1"},
 		"unsupported kind":  {stdin: "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n", args: []string{"render", "-f", "-", "--node", "n"}, code: exitInvalid, stderr: "v1 Pod is not something isochronctl reads"},
 		"no node, no Nodes": {stdin: strings.Replace(bad, "rps: 0", "rps: 10", 1), args: []string{"render", "-f", "-"}, code: exitInvalid, stderr: "pass --node NAME"},
-		"nothing fits":      {stdin: tooBig, args: []string{"render", "-f", "-"}, code: exitNotPlaced, stderr: "CrawlerVM bms/huge: not placed: 0/1 nodes fit: small: needs 21 exclusive CPUs, 4 free"},
+		"nothing fits":      {stdin: tooBig, args: []string{"render", "-f", "-"}, code: exitNotPlaced, stderr: "CrawlerVM bms/huge: not placed: 0/1 nodes fit: small: needs 21 exclusive CPUs and 35m for KubeVirt's support containers, 4 free"},
 		"help":              {args: []string{"--help"}, code: exitOK, stderr: "Usage:"},
 	}
 	for name, tc := range cases {

@@ -46,7 +46,7 @@ func (inv *Inventory) PlacementNodes() []placement.Node {
 func (inv *Inventory) Requests() []placement.Request {
 	reqs := make([]placement.Request, len(inv.CrawlerVMs))
 	for i, c := range inv.CrawlerVMs {
-		reqs[i] = inventory.Request(c, render.VFIO(c, inv.rtNetwork(c)))
+		reqs[i] = inventory.Request(c, render.VFIO(c, inv.rtNetwork(c)), render.Support(c, inventory.Support(inv.KubeVirt)))
 	}
 	return reqs
 }

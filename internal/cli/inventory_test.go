@@ -43,3 +43,45 @@ spec:
   rtNIC: {networkName: ` + network + `, deadline: 5ms, minBandwidth: 100M}
 `
 }
+
+// The CLI counts the support containers the KubeVirt resource in its input sizes, as
+// the operator does, KubeVirt's defaults without one; a second KubeVirt is refused.
+func TestRequestsCountKubeVirtsSupportContainers(t *testing.T) {
+	const kv = `apiVersion: kubevirt.io/v1
+kind: KubeVirt
+metadata: {name: kubevirt, namespace: kubevirt}
+spec:
+  configuration:
+    virtualMachineOptions: {disableSerialConsoleLog: {}}
+    supportContainerResources:
+    - type: container-disk
+      resources: {limits: {cpu: 300m}}
+`
+	for name, tc := range map[string]struct {
+		input     string
+		cpu, mem  int64
+		wantError string
+	}{
+		"no KubeVirt resource": {input: crawlerYAML("a", "rt"), cpu: 35, mem: 140_000_000},
+		"its configuration":    {input: kv + crawlerYAML("a", "rt"), cpu: 600, mem: 80_000_000},
+		"two":                  {input: kv + "---\n" + strings.Replace(kv, "name: kubevirt,", "name: other,", 1), wantError: "the input already has KubeVirt kubevirt/kubevirt"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			inv, err := Load(context.Background(), []string{"-"}, strings.NewReader(tc.input))
+			if tc.wantError != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantError) {
+					t.Fatalf("Load: %v, want an error saying %q", err, tc.wantError)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range inv.Requests() {
+				if s := r.Demand.Support; s.CPUMilli != tc.cpu || s.MemoryBytes != tc.mem {
+					t.Errorf("%s: support containers %+v, want %dm and %d bytes", r.Key, s, tc.cpu, tc.mem)
+				}
+			}
+		})
+	}
+}

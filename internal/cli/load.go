@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/config/crd"
@@ -35,6 +36,10 @@ type Inventory struct {
 	// Calibrations are the nodes' NodeCalibrations: the corrections from probes the
 	// operator applies, which plan applies too.
 	Calibrations []isov1.NodeCalibration
+	// KubeVirt is the cluster's KubeVirt resource, nil when the input has none: its
+	// configuration sets what launchers' support containers request (KubeVirt's defaults
+	// without it).
+	KubeVirt *kubevirtv1.KubeVirt
 }
 
 // InputError is invalid input: the CLI exits 2 with it.
@@ -202,10 +207,19 @@ func (inv *Inventory) add(ctx context.Context, v validators, where string, j []b
 			return []string{fmt.Sprintf("%s: NetworkAttachmentDefinition: %v", where, err)}
 		}
 		inv.Networks = append(inv.Networks, n)
+	case apiVersion == kubevirtv1.GroupVersion.String() && kind == "KubeVirt":
+		kv := &kubevirtv1.KubeVirt{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, kv); err != nil {
+			return []string{fmt.Sprintf("%s: KubeVirt: %v", where, err)}
+		}
+		if inv.KubeVirt != nil {
+			return []string{fmt.Sprintf("%s: KubeVirt %s/%s: the input already has KubeVirt %s/%s; a cluster runs one, pass only that", where, kv.Namespace, kv.Name, inv.KubeVirt.Namespace, inv.KubeVirt.Name)}
+		}
+		inv.KubeVirt = kv
 	case kind == "Namespace" || kind == "Kustomization":
 		// Context that travels with the crawlers in a GitOps tree; nothing to do.
 	default:
-		return []string{fmt.Sprintf("%s: %s %s is not something isochronctl reads; it takes CrawlerVM, ContentionProfile and NodeCalibration (isochron.io/v1alpha1), Node (v1), NetworkAttachmentDefinition (k8s.cni.cncf.io/v1) and v1 Lists of them", where, apiVersion, kind)}
+		return []string{fmt.Sprintf("%s: %s %s is not something isochronctl reads; it takes CrawlerVM, ContentionProfile and NodeCalibration (isochron.io/v1alpha1), Node (v1), NetworkAttachmentDefinition (k8s.cni.cncf.io/v1), KubeVirt (kubevirt.io/v1) and v1 Lists of them", where, apiVersion, kind)}
 	}
 	return nil
 }

@@ -149,6 +149,12 @@ func Resident(c *isov1.CrawlerVM) (placement.Resident, bool) {
 	if s.VFIOMemory != nil {
 		r.VFIOBytes = s.VFIOMemory.Value()
 	}
+	if s.SupportCPU != nil {
+		r.SupportCPUMilli = s.SupportCPU.MilliValue()
+	}
+	if s.SupportMemory != nil {
+		r.SupportMemoryBytes = s.SupportMemory.Value()
+	}
 	key := c.Namespace + "/" + c.Name
 	d := Demand(&c.Spec)
 	if n := c.Status.RTNIC; n != nil && d.NIC != nil && n.Deadline.Duration == d.NIC.Deadline {
@@ -219,14 +225,22 @@ func SizingStatus(r sizing.Result) *isov1.Sizing {
 	if r.VFIOBytes > 0 {
 		s.VFIOMemory = resource.NewQuantity(r.VFIOBytes, resource.BinarySI)
 	}
+	if r.SupportCPUMilli > 0 {
+		s.SupportCPU = resource.NewMilliQuantity(r.SupportCPUMilli, resource.DecimalSI)
+	}
+	if r.SupportMemoryBytes > 0 {
+		s.SupportMemory = resource.NewQuantity(r.SupportMemoryBytes, resource.DecimalSI)
+	}
 	return s
 }
 
 // Request is the placement request for a CrawlerVM; vfio says its RT-NIC is an SR-IOV
-// virtual function (render.VFIO), whose pod holds KubeVirt's VFIO memory too.
-func Request(c *isov1.CrawlerVM, vfio bool) placement.Request {
+// virtual function (render.VFIO), whose pod holds KubeVirt's VFIO memory too, and support
+// is what its pod's support containers request (render.Support).
+func Request(c *isov1.CrawlerVM, vfio bool, support sizing.Resources) placement.Request {
 	req := placement.Request{Key: c.Namespace + "/" + c.Name, Demand: Demand(&c.Spec)}
 	req.Demand.VFIO = vfio
+	req.Demand.Support = support
 	if p := c.Spec.Placement; p != nil {
 		req.NodeSelector, req.Tolerations = p.NodeSelector, p.Tolerations
 		req.Spread = p.Policy == isov1.PlacementPolicySpread

@@ -197,7 +197,7 @@ func TestResidentCarriesTheNICAgentsClass(t *testing.T) {
 }
 
 // A size goes into status.sizing and comes back as the same reservation, VFIO memory
-// included: the ledger rebuilt from status counts what the decision counted.
+// and support containers included: the ledger rebuilt from status counts what the decision counted.
 func TestSizingStatusRoundTrips(t *testing.T) {
 	const gi = int64(1) << 30
 	for name, r := range map[string]sizing.Result{
@@ -205,6 +205,8 @@ func TestSizingStatusRoundTrips(t *testing.T) {
 		"shared":                 {VCPUs: 1, CPURequestMilli: 150, MemoryBytes: gi},
 		"dedicated with SR-IOV":  {VCPUs: 2, HostCPUs: 3, CPURequestMilli: 2000, MemoryBytes: gi, HugepagesBytes: gi, VFIOBytes: sizing.VFIOOverheadBytes},
 		"shared with SR-IOV too": {VCPUs: 1, CPURequestMilli: 150, MemoryBytes: gi, VFIOBytes: sizing.VFIOOverheadBytes},
+		"dedicated with support": {VCPUs: 2, HostCPUs: 3, CPURequestMilli: 2000, MemoryBytes: gi, HugepagesBytes: gi, SupportCPUMilli: 35, SupportMemoryBytes: 140_000_000},
+		"shared with support":    {VCPUs: 1, CPURequestMilli: 150, MemoryBytes: gi, SupportCPUMilli: 7, SupportMemoryBytes: 37_000_000},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := &isov1.CrawlerVM{

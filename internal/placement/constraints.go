@@ -120,10 +120,14 @@ func (m misfit) reason(d *decision, n *Node) string {
 func capacity(n *Node, u *usage, s sizing.Result) string {
 	switch short, free := shortfall(n, u, s); short {
 	case shortCPU:
-		if s.Dedicated() {
-			return fmt.Sprintf("needs %d exclusive CPUs, %s free", s.HostCPUs, format.CPU(free))
+		support := ""
+		if s.SupportCPUMilli > 0 {
+			support = fmt.Sprintf(" and %s for KubeVirt's support containers", format.CPU(s.SupportCPUMilli))
 		}
-		return fmt.Sprintf("needs %s CPU, %s free", format.CPU(s.CPURequestMilli), format.CPU(free))
+		if s.Dedicated() {
+			return fmt.Sprintf("needs %d exclusive CPUs%s, %s free", s.HostCPUs, support, format.CPU(free))
+		}
+		return fmt.Sprintf("needs %s CPU%s, %s free", format.CPU(s.CPURequestMilli), support, format.CPU(free))
 	case shortHugepages:
 		return fmt.Sprintf("needs %s of 2Mi hugepages, %s free", mib(s.HugepagesBytes), mib(free))
 	case shortMemory:
@@ -145,11 +149,7 @@ const (
 // of it; capacity says it in words.
 func shortfall(n *Node, u *usage, s sizing.Result) (short, int64) {
 	free := n.freeCPUMilli(u)
-	if s.Dedicated() {
-		if need := int64(s.HostCPUs) * 1000; need > free {
-			return shortCPU, free
-		}
-	} else if s.CPURequestMilli > free {
+	if s.PodCPUMilli() > free {
 		return shortCPU, free
 	}
 	if free := n.HugepagesBytes - n.Held.HugepagesBytes - u.hugepages; s.HugepagesBytes > free {

@@ -43,6 +43,11 @@ func demand(rps int32, opts ...demandOption) sizing.Demand {
 
 func shared(d *sizing.Demand) { d.Dedicated = false }
 
+// support sets what the launcher's support containers request.
+func support(cpuMilli, memoryBytes int64) demandOption {
+	return func(d *sizing.Demand) { d.Support = sizing.Resources{CPUMilli: cpuMilli, MemoryBytes: memoryBytes} }
+}
+
 func memory(m string) demandOption {
 	return func(d *sizing.Demand) { q := resource.MustParse(m); d.MemoryBytes = q.Value() }
 }
@@ -115,6 +120,26 @@ func TestPlace(t *testing.T) {
 				return []Node{n}
 			}(),
 			reason: "a: needs 3 exclusive CPUs, 2500m free",
+		},
+		"a launcher's support containers count beside its exclusive CPUs": {
+			req:    Request{Key: "bms/new", Demand: demand(400, support(600, 80_000_000))},
+			nodes:  []Node{rtNode("a", 5)},
+			reason: "a: needs 3 exclusive CPUs and 600m for KubeVirt's support containers, 3 free",
+		},
+		"a neighbour's support containers count": {
+			req:       Request{Key: "bms/new", Demand: demand(400)},
+			nodes:     []Node{rtNode("a", 8)},
+			residents: []Resident{resident("bms/old", "a", demand(400, support(600, 80_000_000)))},
+			reason:    "a: needs 3 exclusive CPUs, 2400m free",
+		},
+		"support containers' memory counts": {
+			req: Request{Key: "bms/new", Demand: demand(400, support(0, 8<<30))},
+			nodes: func() []Node {
+				n := rtNode("a", 10)
+				n.MemoryBytes = 8 << 30
+				return []Node{n}
+			}(),
+			reason: "a: needs 8570Mi of memory, 8192Mi free", // 8Gi and the launcher's 378Mi
 		},
 		"other pods' hugepages count": {
 			req: Request{Key: "bms/new", Demand: demand(400)},

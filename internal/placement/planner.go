@@ -7,8 +7,9 @@ import (
 	"isochron.io/isochron/internal/sizing"
 )
 
-// usage is what the crawlers on a node hold of it: exclusive CPUs, shared-pool requests,
-// memory (their launcher pods' requests: sizing.Result.PodMemoryBytes) and hugepages.
+// usage is what the crawlers on a node hold of it: exclusive CPUs, shared-pool requests
+// (shared crawlers' and every launcher's support containers'), memory (their launcher
+// pods' requests: sizing.Result.PodMemoryBytes) and hugepages.
 type usage struct{ exclusiveMilli, sharedMilli, memory, hugepages int64 }
 
 func (u *usage) add(s sizing.Result) {
@@ -17,6 +18,7 @@ func (u *usage) add(s sizing.Result) {
 	} else {
 		u.sharedMilli += s.CPURequestMilli
 	}
+	u.sharedMilli += s.SupportCPUMilli
 	u.memory += s.PodMemoryBytes()
 	u.hugepages += s.HugepagesBytes
 }
@@ -27,6 +29,7 @@ func (u *usage) remove(s sizing.Result) {
 	} else {
 		u.sharedMilli -= s.CPURequestMilli
 	}
+	u.sharedMilli -= s.SupportCPUMilli
 	u.memory -= s.PodMemoryBytes()
 	u.hugepages -= s.HugepagesBytes
 }

@@ -118,10 +118,7 @@ type classWalk struct {
 }
 
 func (p *Planner) newClassWalk(c int, s sizing.Result, spread bool) classWalk {
-	need := s.CPURequestMilli
-	if s.Dedicated() {
-		need = int64(s.HostCPUs) * 1000
-	}
+	need := s.PodCPUMilli()
 	l := p.byFree[c]
 	first := sort.Search(len(l), func(k int) bool { return p.free[l[k]] >= need }) // none before fits
 	if spread {

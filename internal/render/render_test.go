@@ -121,6 +121,15 @@ func TestVMGolden(t *testing.T) {
 			if d := UnmigratableDisk(&vm.Spec.Template.Spec); d != "" {
 				t.Errorf("disk %s cannot be live-migrated (UnmigratableDisk)", d)
 			}
+			disks := 0
+			for _, v := range vm.Spec.Template.Spec.Volumes {
+				if v.ContainerDisk != nil {
+					disks++
+				}
+			}
+			if disks != ContainerDisks {
+				t.Errorf("%d containerDisk volumes, ContainerDisks (what placement counts a support container for each of) is %d", disks, ContainerDisks)
+			}
 		})
 	}
 }

@@ -37,6 +37,9 @@ type Demand struct {
 	// VFIO (its NetworkAttachmentDefinition says so), for which KubeVirt locks the guest's
 	// memory and adds VFIOOverheadBytes to the pod.
 	VFIO bool
+	// Support is what the launcher's support containers request (SupportConfig.Requests
+	// for the crawler's placement and its containerDisk volumes).
+	Support Resources
 }
 
 // VFIOOverheadBytes is what KubeVirt v1.8 adds to a virt-launcher pod's memory request
@@ -60,17 +63,30 @@ type Result struct {
 	// VFIOBytes is the memory KubeVirt adds to the pod for VFIO (VFIOOverheadBytes for an
 	// SR-IOV RT-NIC, 0 otherwise).
 	VFIOBytes int64
+	// SupportCPUMilli and SupportMemoryBytes are what the pod requests for KubeVirt's
+	// support containers (Demand.Support), from the node's shared pool and its memory.
+	SupportCPUMilli, SupportMemoryBytes int64
 }
 
 // PodMemoryBytes is what the crawler's virt-launcher pod requests of its node's memory:
-// the guest's memory unless hugepages back it, and KubeVirt's overhead in every case
-// (LauncherOverheadBytes).
+// the guest's memory unless hugepages back it, and KubeVirt's overhead and support
+// containers in every case (LauncherOverheadBytes, SupportMemoryBytes).
 func (r Result) PodMemoryBytes() int64 {
-	overhead := LauncherOverheadBytes(r)
+	overhead := LauncherOverheadBytes(r) + r.SupportMemoryBytes
 	if r.HugepagesBytes > 0 {
 		return overhead
 	}
 	return r.MemoryBytes + overhead
+}
+
+// PodCPUMilli is what the crawler's virt-launcher pod requests of its node's CPU: its
+// exclusive host CPUs (dedicated) or its shared request, and its support containers'.
+func (r Result) PodCPUMilli() int64 {
+	own := r.CPURequestMilli
+	if r.Dedicated() {
+		own = int64(r.HostCPUs) * 1000
+	}
+	return own + r.SupportCPUMilli
 }
 
 // LauncherOverheadBytes is the memory KubeVirt v1.8 adds to a virt-launcher pod's request
@@ -112,16 +128,19 @@ func Size(d Demand, p model.Params) (Result, error) {
 		// Shares, not priorities, protect a VM (KVM cgroups study): request the peak as the
 		// cgroup weight, at least 100m so an idle crawler still has a real share.
 		milli := int64(math.Max(100, math.Ceil(model.PeakCPUs(d.RPS, d.Tolerance, d.Objective, p)*1000-1e-6))) // -1e-6: float noise
-		return Result{VCPUs: vcpus, CPURequestMilli: milli, MemoryBytes: mem, VFIOBytes: vfio}, nil
+		return Result{VCPUs: vcpus, CPURequestMilli: milli, MemoryBytes: mem, VFIOBytes: vfio,
+			SupportCPUMilli: d.Support.CPUMilli, SupportMemoryBytes: d.Support.MemoryBytes}, nil
 	}
 	pages := RoundUpToPage(mem)
 	return Result{
-		VCPUs:           vcpus,
-		HostCPUs:        model.HostCPUs(vcpus, false),
-		CPURequestMilli: int64(vcpus) * 1000,
-		MemoryBytes:     pages,
-		HugepagesBytes:  pages,
-		VFIOBytes:       vfio,
+		VCPUs:              vcpus,
+		HostCPUs:           model.HostCPUs(vcpus, false),
+		CPURequestMilli:    int64(vcpus) * 1000,
+		MemoryBytes:        pages,
+		HugepagesBytes:     pages,
+		VFIOBytes:          vfio,
+		SupportCPUMilli:    d.Support.CPUMilli,
+		SupportMemoryBytes: d.Support.MemoryBytes,
 	}, nil
 }
 

@@ -122,11 +122,30 @@ type variant struct {
 	binding render.Binding
 }
 
-// render sizes the variant's crawler and renders its VM, as the operator would.
+// render sizes the variant's crawler and renders its VM, as the operator would, counting
+// no support containers.
 func (v variant) render(t *testing.T) (sizing.Result, *kubevirtv1.VirtualMachine) {
 	t.Helper()
+	return v.renderDemand(t, v.demand())
+}
+
+// renderWith is render with the support containers counted as the operator counts them
+// in a cluster whose KubeVirt resource is kv (nil: none, KubeVirt's defaults).
+func (v variant) renderWith(t *testing.T, kv *kubevirtv1.KubeVirt) (sizing.Result, *kubevirtv1.VirtualMachine) {
+	t.Helper()
+	d := v.demand()
+	d.Support = render.Support(v.cvm, inventory.Support(kv))
+	return v.renderDemand(t, d)
+}
+
+func (v variant) demand() sizing.Demand {
 	d := inventory.Demand(&v.cvm.Spec)
 	d.VFIO = v.binding == render.BindingSRIOV // as the operator's render.VFIO finds it
+	return d
+}
+
+func (v variant) renderDemand(t *testing.T, d sizing.Demand) (sizing.Result, *kubevirtv1.VirtualMachine) {
+	t.Helper()
 	s, err := sizing.Size(d, model.DefaultParams())
 	if err != nil {
 		t.Fatal(err)

@@ -138,7 +138,18 @@ func ValidateVM(vm *kubevirtv1.VirtualMachine, featureGates []string) []metav1.S
 // pkg/testutils, which drags in gomega. The informers are never started;
 // ClusterConfig only reads their stores, which we fill directly.
 func newClusterConfig(featureGates []string) (*virtconfig.ClusterConfig, error) {
+	return newClusterConfigFor(kubevirtv1.KubeVirtConfiguration{}, featureGates)
+}
+
+// newClusterConfigFor is newClusterConfig for a KubeVirt CR whose spec.configuration is
+// c, with featureGates added to its developer configuration.
+func newClusterConfigFor(c kubevirtv1.KubeVirtConfiguration, featureGates []string) (*virtconfig.ClusterConfig, error) {
 	const ns = "kubevirt"
+	c = *c.DeepCopy()
+	if c.DeveloperConfiguration == nil {
+		c.DeveloperConfiguration = &kubevirtv1.DeveloperConfiguration{}
+	}
+	c.DeveloperConfiguration.FeatureGates = append(c.DeveloperConfiguration.FeatureGates, featureGates...)
 	kv := &kubevirtv1.KubeVirt{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      "kubevirt",
@@ -147,13 +158,7 @@ func newClusterConfig(featureGates []string) (*virtconfig.ClusterConfig, error) 
 			// because each call gets a fresh ClusterConfig.
 			ResourceVersion: "1",
 		},
-		Spec: kubevirtv1.KubeVirtSpec{
-			Configuration: kubevirtv1.KubeVirtConfiguration{
-				DeveloperConfiguration: &kubevirtv1.DeveloperConfiguration{
-					FeatureGates: featureGates,
-				},
-			},
-		},
+		Spec: kubevirtv1.KubeVirtSpec{Configuration: c},
 		Status: kubevirtv1.KubeVirtStatus{
 			// A CR without a phase is ignored by ClusterConfig.
 			Phase:               kubevirtv1.KubeVirtPhaseDeployed,
