@@ -10,6 +10,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
@@ -244,7 +245,8 @@ func (r *CrawlerVMReconciler) request(ctx context.Context, cvm *isov1.CrawlerVM)
 // With more than one (virt-operator deploys only one), the first deployed.
 func (r *CrawlerVMReconciler) kubeVirtSupport(ctx context.Context) sizing.SupportConfig {
 	list := &kubevirtv1.KubeVirtList{}
-	if err := r.List(ctx, list); err != nil {
+	// Read only, once per decision: the cache's own objects, not copies.
+	if err := r.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		log.FromContext(ctx).V(1).Info("counting KubeVirt's default support containers: its KubeVirt resource cannot be read", "error", err.Error())
 		return inventory.Support(nil)
 	}
