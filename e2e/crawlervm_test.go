@@ -19,10 +19,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
+	resourcehelper "k8s.io/component-helpers/resource"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/inventory"
 	"isochron.io/isochron/internal/slo"
 )
 
@@ -342,6 +344,7 @@ func runCrawler(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM, checkCP
 		t.Errorf("virt-launcher pod %s runs on %s, want %s", launcher.Name, launcher.Spec.NodeName, node)
 	}
 	checkCPUs(vmi, launcher, sizing)
+	checkCounted(t, cvm, launcher)
 
 	// A probe Job runs, the agent in the guest crawls its window, and the result sets
 	// SLOConfirmed. Timing under software emulation means nothing, so the verdict may go
@@ -392,6 +395,29 @@ func runCrawler(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM, checkCP
 
 	// Deleting the CrawlerVM removes everything it created.
 	deleteAndWaitGone(ctx, t, cvm, launcher)
+}
+
+// checkCounted checks that what placement holds of the node for the crawler (its
+// reservation as status.sizing records it, support containers included) is what
+// kube-scheduler counts of its running launcher pod (component-helpers' PodRequests, the
+// scheduler's NodeResourcesFit function): CPU, memory and 2Mi hugepages.
+func checkCounted(t *testing.T, cvm *isov1.CrawlerVM, launcher *corev1.Pod) {
+	t.Helper()
+	res, ok := inventory.Resident(cvm)
+	if !ok {
+		t.Errorf("CrawlerVM %s holds no reservation", cvm.Name)
+		return
+	}
+	s, req := res.Sizing, resourcehelper.PodRequests(launcher, resourcehelper.PodResourcesOptions{})
+	hp := req[corev1.ResourceHugePagesPrefix+"2Mi"]
+	t.Logf("placement holds %dm CPU (support containers %dm), %d bytes of memory (support containers %d), %d of hugepages; kube-scheduler counts the launcher's %dm, %d, %d",
+		s.PodCPUMilli(), s.SupportCPUMilli, s.PodMemoryBytes(), s.SupportMemoryBytes, s.HugepagesBytes, req.Cpu().MilliValue(), req.Memory().Value(), hp.Value())
+	if s.PodCPUMilli() != req.Cpu().MilliValue() || s.PodMemoryBytes() != req.Memory().Value() || s.HugepagesBytes != hp.Value() {
+		for _, c := range append(launcher.Spec.InitContainers, launcher.Spec.Containers...) {
+			t.Logf("launcher container %s requests %v", c.Name, c.Resources.Requests)
+		}
+		t.Errorf("placement counts the crawler otherwise than kube-scheduler counts its launcher pod %s", launcher.Name)
+	}
 }
 
 // noDedicatedNode says why no node could run a dedicated crawler of hostCPUs exclusive
