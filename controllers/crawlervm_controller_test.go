@@ -734,9 +734,7 @@ func TestCrawlerAtRiskWhenItsNodeChanges(t *testing.T) {
 		t.Errorf("status.placement %+v, sizing %+v: want the same node and size, and a negative headroom", c.Status.Placement, c.Status.Sizing)
 	}
 	awaitEvents(t, c, isov1.ReasonPredictedOverTolerance+": ")
-	if v, ok := gauge(t, "isochron_crawler_at_risk", map[string]string{"namespace": ns, "name": "risky"}); !ok || v != 1 {
-		t.Errorf("isochron_crawler_at_risk = %v (present %v), want 1", v, ok)
-	}
+	awaitGauge(t, "isochron_crawler_at_risk", map[string]string{"namespace": ns, "name": "risky"}, "1", is(1))
 
 	if err := k8s.Delete(ctx, profile); err != nil {
 		t.Fatal(err)

@@ -153,9 +153,8 @@ func TestRefutedCrawlerMovesLive(t *testing.T) {
 	if got := awaitEvents(t, c, isov1.ReasonMoved+": "); len(got) != 1 || !strings.Contains(got[0], "live-migrated") {
 		t.Errorf("Moved Events %v: want one that says it was live-migrated", got)
 	}
-	if v, ok := gauge(t, "isochron_crawler_moves_total", map[string]string{"reason": "Refuted", "mode": "Live", "result": "Succeeded"}); !ok || v < 1 {
-		t.Errorf("isochron_crawler_moves_total{Refuted,Live,Succeeded} = %v (present %v)", v, ok)
-	}
+	awaitGauge(t, "isochron_crawler_moves_total", map[string]string{"reason": "Refuted", "mode": "Live", "result": "Succeeded"}, "1 or more",
+		func(v float64, ok bool) bool { return ok && v >= 1 })
 
 	// A probe on the new node (trigger Moved) refutes the SLO there too. After the minimum
 	// move interval the crawler would move, but the only other node refuted it within the
@@ -442,9 +441,7 @@ func TestLostNodeIsReportedThenFencedThenRecovered(t *testing.T) {
 	if msg := condition(c, isov1.ConditionReady); !strings.Contains(msg, "presumed down") || !strings.Contains(msg, "out-of-service") {
 		t.Errorf("%s: want it to say the crawler is presumed down and how to fence the node", msg)
 	}
-	if v, _ := gauge(t, "isochron_crawler_node_lost", map[string]string{"namespace": ns, "name": c.Name}); v != 1 {
-		t.Errorf("isochron_crawler_node_lost = %v, want 1", v)
-	}
+	awaitGauge(t, "isochron_crawler_node_lost", map[string]string{"namespace": ns, "name": c.Name}, "1", is(1))
 	eventually(t, "a NodeLost Event", func() (bool, string) {
 		return len(eventsOf(t, c, isov1.ReasonNodeLost)) == 1, fmt.Sprint(events(t, c))
 	})
@@ -476,9 +473,8 @@ func TestLostNodeIsReportedThenFencedThenRecovered(t *testing.T) {
 	if l := c.Status.LastMove; l.Reason != isov1.MoveNodeLost || l.Mode != isov1.MoveCold || l.From != from || l.To != to || c.Status.Placement.Node != to {
 		t.Errorf("lastMove %+v, placed on %s: want a cold move from %s to %s for the lost node", l, c.Status.Placement.Node, from, to)
 	}
-	if v, _ := gauge(t, "isochron_crawler_node_lost", map[string]string{"namespace": ns, "name": c.Name}); v != 0 {
-		t.Errorf("isochron_crawler_node_lost = %v after the recovery, want 0", v)
-	}
+	awaitGauge(t, "isochron_crawler_node_lost", map[string]string{"namespace": ns, "name": c.Name}, "0 after the recovery",
+		func(v float64, _ bool) bool { return v == 0 })
 	// One outage, of the node loss, from the node's last Lease renewal: more than the 26 s
 	// a month that 99.999% allows.
 	o := outageOf(c)
@@ -536,9 +532,7 @@ func TestCrashedCrawlerRestartsAndItsOutageIsCounted(t *testing.T) {
 		t.Errorf("%s, want a short crash within the budget", condition(c, isov1.ConditionDowntimeWithinBudget))
 	}
 	touch(t, next, "after the outage")
-	if v, ok := gauge(t, "isochron_crawler_outages_total", map[string]string{"namespace": ns, "name": c.Name, "cause": "Crash"}); !ok || v != 1 {
-		t.Errorf("isochron_crawler_outages_total{cause=Crash} = %v (present %v), want 1", v, ok)
-	}
+	awaitGauge(t, "isochron_crawler_outages_total", map[string]string{"namespace": ns, "name": c.Name, "cause": "Crash"}, "1", is(1))
 	if got := awaitEvents(t, c, isov1.EventReasonOutageEnded+": "); len(got) != 1 {
 		t.Errorf("OutageEnded Events %v, want one", got)
 	}

@@ -139,6 +139,22 @@ func gauge(t *testing.T, name string, labels map[string]string) (float64, bool) 
 	return 0, false
 }
 
+// awaitGauge waits until the series of metric name with labels is as want says (its
+// value, and whether it is present): the crawler's gauges are set after the status write
+// the test has seen, and the node metrics are collected from the manager's cache.
+func awaitGauge(t *testing.T, name string, labels map[string]string, what string, want func(v float64, present bool) bool) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%s%v %s", name, labels, what), func() (bool, string) {
+		v, ok := gauge(t, name, labels)
+		return want(v, ok), fmt.Sprintf("%v (present %v)", v, ok)
+	})
+}
+
+// is wants the series present with value x.
+func is(x float64) func(float64, bool) bool {
+	return func(v float64, ok bool) bool { return ok && v == x }
+}
+
 func matches(m *dto.Metric, labels map[string]string) bool {
 	n := 0
 	for _, l := range m.GetLabel() {
@@ -247,22 +263,12 @@ func TestProbeJobConfirmsTheSLO(t *testing.T) {
 		return slices.ContainsFunc(evs, func(e string) bool { return strings.HasPrefix(e, isov1.EventReasonProbeConfirmed+": ") }), strings.Join(evs, " | ")
 	})
 	labels := map[string]string{"namespace": ns, "name": "probed"}
-	if v, ok := gauge(t, "isochron_crawler_slo_confirmed", labels); !ok || v != 1 {
-		t.Errorf("isochron_crawler_slo_confirmed = %v (present %v), want 1", v, ok)
-	}
-	if v, ok := gauge(t, "isochron_crawler_measured_interval_error_seconds", map[string]string{"namespace": ns, "name": "probed", "quantile": "objective"}); !ok || v != 0.0021 {
-		t.Errorf("measured interval error at the objective = %v (present %v), want 0.0021", v, ok)
-	}
+	awaitGauge(t, "isochron_crawler_slo_confirmed", labels, "1", is(1))
+	awaitGauge(t, "isochron_crawler_measured_interval_error_seconds", map[string]string{"namespace": ns, "name": "probed", "quantile": "objective"}, "0.0021", is(0.0021))
 	// 1 of 200,000 intervals over the tolerance, 2 allowed at 99.999%: half the budget left.
-	if v, ok := gauge(t, "isochron_crawler_error_budget_remaining_ratio", labels); !ok || v < 0.4999 || v > 0.5001 {
-		t.Errorf("isochron_crawler_error_budget_remaining_ratio = %v (present %v), want 0.5", v, ok)
-	}
-	if v, ok := gauge(t, "isochron_crawler_probe_intervals_total", labels); !ok || v != 200_000 {
-		t.Errorf("isochron_crawler_probe_intervals_total = %v (present %v), want 200000", v, ok)
-	}
-	if v, ok := gauge(t, "isochron_crawler_probe_intervals_over_tolerance_total", labels); !ok || v != 1 {
-		t.Errorf("isochron_crawler_probe_intervals_over_tolerance_total = %v (present %v), want 1", v, ok)
-	}
+	awaitGauge(t, "isochron_crawler_error_budget_remaining_ratio", labels, "0.5", func(v float64, ok bool) bool { return ok && v > 0.4999 && v < 0.5001 })
+	awaitGauge(t, "isochron_crawler_probe_intervals_total", labels, "200000", is(200_000))
+	awaitGauge(t, "isochron_crawler_probe_intervals_over_tolerance_total", labels, "1", is(1))
 	// One probe for one start: nothing more runs.
 	if jobs := probeJobs(t, c); len(jobs) != 1 {
 		t.Errorf("%d probe Jobs after the first finished, want 1", len(jobs))
@@ -288,9 +294,7 @@ func TestProbeJobConfirmsTheSLO(t *testing.T) {
 		t.Errorf("Job %s annotations %v, want trigger SpecChange for generation %d", again.Name, again.Annotations, c.Generation)
 	}
 	waitForSLO(t, c, metav1.ConditionUnknown, isov1.ReasonProbeRunning)
-	if _, ok := gauge(t, "isochron_crawler_slo_confirmed", labels); ok {
-		t.Error("isochron_crawler_slo_confirmed still reported for a spec no probe has measured")
-	}
+	awaitGauge(t, "isochron_crawler_slo_confirmed", labels, "gone for a spec no probe has measured", func(_ float64, ok bool) bool { return !ok })
 }
 
 func apimetaMessage(c *isov1.CrawlerVM, typ string) string {
@@ -310,9 +314,7 @@ func TestRefutedProbe(t *testing.T) {
 	if msg := apimetaMessage(c, isov1.ConditionSLOConfirmed); !strings.Contains(msg, "p99.999 interval error 14.2ms exceeds the 10ms tolerance") {
 		t.Errorf("SLOConfirmed message %q does not give the measured figure against the budget", msg)
 	}
-	if v, ok := gauge(t, "isochron_crawler_slo_confirmed", map[string]string{"namespace": c.Namespace, "name": "late"}); !ok || v != 0 {
-		t.Errorf("isochron_crawler_slo_confirmed = %v (present %v), want 0", v, ok)
-	}
+	awaitGauge(t, "isochron_crawler_slo_confirmed", map[string]string{"namespace": c.Namespace, "name": "late"}, "0", is(0))
 }
 
 func TestFailedProbeIsReportedAsFailed(t *testing.T) {
