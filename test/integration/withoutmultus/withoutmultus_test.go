@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -108,9 +109,16 @@ func TestRunsWithoutMultusUntilItIsInstalled(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, withNIC, "a VMI once Multus is installed", func(c *isov1.CrawlerVM) bool { return c.Status.VMI != nil })
+	// status.vmi names the VMI its VirtualMachine starts; KubeVirt creates it after.
 	vmi := &kubevirtv1.VirtualMachineInstance{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "with-nic"}, vmi); err != nil {
-		t.Fatal(err)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "with-nic"}, vmi)
+		if err == nil {
+			break
+		}
+		if !apierrors.IsNotFound(err) || time.Now().After(deadline) {
+			t.Fatalf("the VMI of with-nic: %v", err)
+		}
 	}
 	var networks []string
 	for _, n := range vmi.Spec.Networks {
