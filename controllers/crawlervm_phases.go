@@ -37,7 +37,7 @@ import (
 func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter) (bool, error) {
 	// A spec change waits for a move in progress to end: the move keeps the VM's size,
 	// and a second decision would pull the crawler away from a migration under way.
-	if (r.isPlaced(cvm) && !countedOtherwise(cvm, r.request(ctx, cvm))) || (cvm.Status.Move != nil && cvm.Status.Placement != nil) {
+	if (r.isPlaced(cvm) && !inventory.CountedOtherwise(cvm, r.request(ctx, cvm))) || (cvm.Status.Move != nil && cvm.Status.Placement != nil) {
 		inv, err := r.placer.gatherNode(ctx, cvm.Status.Placement.Node)
 		if err != nil {
 			return true, err
@@ -239,10 +239,10 @@ func (r *CrawlerVMReconciler) request(ctx context.Context, cvm *isov1.CrawlerVM)
 	return inventory.Request(cvm, vfio, render.Support(cvm, r.kubeVirtSupport(ctx)))
 }
 
-// kubeVirtSupport is what the cluster's KubeVirt resource sets for launchers' support
-// containers (inventory.Support), from the cache: KubeVirt's defaults when there is
-// none, or the KubeVirt API is not served (logged: a decision then counts the defaults).
-// With more than one (virt-operator deploys only one), the first deployed.
+// kubeVirtSupport is what the cluster's KubeVirt resource (inventory.ClusterKubeVirt)
+// sets for launchers' support containers (inventory.Support), from the cache: KubeVirt's
+// defaults when there is none, or the KubeVirt API is not served (logged: a decision
+// then counts the defaults).
 func (r *CrawlerVMReconciler) kubeVirtSupport(ctx context.Context) sizing.SupportConfig {
 	list := &kubevirtv1.KubeVirtList{}
 	// Read only, once per decision: the cache's own objects, not copies.
@@ -250,33 +250,7 @@ func (r *CrawlerVMReconciler) kubeVirtSupport(ctx context.Context) sizing.Suppor
 		log.FromContext(ctx).V(1).Info("counting KubeVirt's default support containers: its KubeVirt resource cannot be read", "error", err.Error())
 		return inventory.Support(nil)
 	}
-	var kv *kubevirtv1.KubeVirt
-	for i := range list.Items {
-		if kv == nil || (list.Items[i].Status.Phase == kubevirtv1.KubeVirtPhaseDeployed && kv.Status.Phase != kubevirtv1.KubeVirtPhaseDeployed) {
-			kv = &list.Items[i]
-		}
-	}
-	return inventory.Support(kv)
-}
-
-// countedOtherwise reports whether the crawler's reservation counts its pod otherwise
-// than req does: VFIO memory its RT network no longer needs, or the reverse (its network
-// became SR-IOV, or appeared as one after the crawler was placed), or support containers
-// KubeVirt's configuration now sizes otherwise, or the reservation predates either
-// count. The crawler is then decided again, on its node if that still fits it.
-func countedOtherwise(cvm *isov1.CrawlerVM, req placement.Request) bool {
-	s := cvm.Status.Sizing
-	if s == nil {
-		s = &isov1.Sizing{}
-	}
-	var cpu, mem int64
-	if s.SupportCPU != nil {
-		cpu = s.SupportCPU.MilliValue()
-	}
-	if s.SupportMemory != nil {
-		mem = s.SupportMemory.Value()
-	}
-	return (s.VFIOMemory != nil) != req.Demand.VFIO || cpu != req.Demand.Support.CPUMilli || mem != req.Demand.Support.MemoryBytes
+	return inventory.Support(inventory.ClusterKubeVirt(list.Items))
 }
 
 // rtBinding reads the RT-NIC's NetworkAttachmentDefinition to tell SR-IOV from bridge,
