@@ -10,12 +10,12 @@ import (
 )
 
 // threads is the vCPU guard's view of the node's threads: the host's /proc (the agent
-// shares the host's PID namespace) and sched_setattr(2) (CAP_SYS_NICE: QEMU runs as
+// shares the host's PID namespace; each task's cgroup file says whose container it is in) and sched_setattr(2) (CAP_SYS_NICE: QEMU runs as
 // another user).
 type threads struct{}
 
-func (threads) VCPUs(domain string) ([]hostsched.Thread, error) {
-	_, vcpus, err := hostsched.VCPUs(os.DirFS("/proc"), domain)
+func (threads) VCPUs(l hostsched.Launcher) ([]hostsched.Thread, error) {
+	_, vcpus, err := hostsched.VCPUs(os.DirFS("/proc"), l)
 	return vcpus, err
 }
 

@@ -1,5 +1,6 @@
 // Package hostsched reads how the host schedules a KubeVirt domain's vCPU threads (under
-// /proc) and decides which of a realtime crawler's vCPUs are due for the policy KubeVirt's
+// /proc), taking only the threads of the QEMU in the compute container of the VMI's own
+// virt-launcher pod (Launcher, InContainer), and decides which of a realtime crawler's vCPUs are due for the policy KubeVirt's
 // realtime asks for: SCHED_FIFO, priority 1.
 //
 // KubeVirt 1.8.4's virt-handler sets that policy only in the sync pass that finds the VMI
@@ -67,32 +68,61 @@ func (t Thread) String() string {
 // software emulation ("CPU 0/TCG") is none of KubeVirt's realtime, nor of isochron's.
 var vCPUName = regexp.MustCompile(`^CPU [0-9]+/KVM$`)
 
-// ErrNoDomain is returned by VCPUs when no QEMU under proc runs the domain (not on this
-// node, or not started yet).
+// ErrNoDomain is returned by VCPUs when no QEMU of the launcher runs the domain under
+// proc (not on this node, or not started yet).
 var ErrNoDomain = errors.New("no QEMU runs the domain")
 
-// VCPUs finds the QEMU that runs domain (KubeVirt's "<namespace>_<VMI name>", QEMU's
-// "-name guest=<domain>,...") under proc, a /proc file system, and reads its vCPU threads.
-// A thread that ends while it is read is left out.
-func VCPUs(proc fs.FS, domain string) (pid int, vcpus []Thread, err error) {
+// Launcher is what proves a QEMU is a crawler's: the domain it runs (KubeVirt's
+// "<namespace>_<VMI name>", QEMU's "-name guest=<domain>,..."), and the pod and container
+// it must run in: the UID of the VMI's virt-launcher pod and the ID of that pod's compute
+// container, as the kubelet reports it ("containerd://<id>" or the bare ID). Any pod can
+// name a process "qemu-..." with "-name guest=<any domain>" and a thread "CPU 0/KVM"; no
+// pod can put a process into another pod's container cgroup.
+type Launcher struct {
+	Domain      string
+	PodUID      string
+	ContainerID string
+}
+
+func (l Launcher) String() string {
+	return fmt.Sprintf("domain %s in container %s of pod %s", l.Domain, containerIDWithoutScheme(l.ContainerID), l.PodUID)
+}
+
+// VCPUs finds the QEMU that runs l's domain in l's container under proc, a /proc file
+// system, and reads its vCPU threads. A process or thread whose cgroup is not l's
+// container's is never taken, whatever its name (InContainer). A thread that ends while
+// it is read is left out.
+func VCPUs(proc fs.FS, l Launcher) (pid int, vcpus []Thread, err error) {
+	if l.Domain == "" || l.PodUID == "" || containerIDWithoutScheme(l.ContainerID) == "" {
+		return 0, nil, fmt.Errorf("%w %s: no launcher pod and container to prove it by", ErrNoDomain, l.Domain)
+	}
 	entries, err := fs.ReadDir(proc, ".")
 	if err != nil {
 		return 0, nil, fmt.Errorf("listing /proc: %w", err)
 	}
+	impostors := 0
 	for _, e := range entries {
 		p, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
 		cmdline, err := fs.ReadFile(proc, path.Join(e.Name(), "cmdline"))
-		if err != nil || !runs(cmdline, domain) {
+		if err != nil || !runs(cmdline, l.Domain) {
+			continue
+		}
+		cgroup, err := fs.ReadFile(proc, path.Join(e.Name(), "cgroup"))
+		if err != nil || !InContainer(string(cgroup), l.PodUID, l.ContainerID) {
+			impostors++
 			continue
 		}
 		pid = p
 		break
 	}
 	if pid == 0 {
-		return 0, nil, fmt.Errorf("%w %s", ErrNoDomain, domain)
+		if impostors > 0 {
+			return 0, nil, fmt.Errorf("%w %s: %d process(es) name themselves so outside the launcher's container, none in it", ErrNoDomain, l, impostors)
+		}
+		return 0, nil, fmt.Errorf("%w %s", ErrNoDomain, l)
 	}
 	tasks, err := fs.ReadDir(proc, path.Join(strconv.Itoa(pid), "task"))
 	if err != nil {
@@ -112,6 +142,12 @@ func VCPUs(proc fs.FS, domain string) (pid int, vcpus []Thread, err error) {
 		if !vCPUName.MatchString(name) {
 			continue
 		}
+		// Each thread's own cgroup too: under cgroup v1 a thread can be moved apart from
+		// its process.
+		cgroup, err := fs.ReadFile(proc, path.Join(dir, "cgroup"))
+		if err != nil || !InContainer(string(cgroup), l.PodUID, l.ContainerID) {
+			continue
+		}
 		stat, err := fs.ReadFile(proc, path.Join(dir, "stat"))
 		if err != nil {
 			continue // ended
@@ -124,6 +160,72 @@ func VCPUs(proc fs.FS, domain string) (pid int, vcpus []Thread, err error) {
 	}
 	slices.SortFunc(vcpus, func(a, b Thread) int { return a.TID - b.TID })
 	return pid, vcpus, nil
+}
+
+// containerIDWithoutScheme is a container ID without the runtime's scheme ("containerd://").
+func containerIDWithoutScheme(id string) string {
+	if _, after, ok := strings.Cut(id, "://"); ok {
+		return after
+	}
+	return id
+}
+
+// InContainer tells whether a /proc/<pid>/cgroup (or task/<tid>/cgroup) file places the
+// task in the container containerID of the pod podUID, or in a cgroup below it (KubeVirt
+// moves a dedicated VMI's non-vCPU threads into a child "housekeeping" cgroup). It knows
+// the kubelet's layouts under both of its cgroup drivers and both cgroup versions:
+//
+//	cgroupfs: /kubepods[/burstable|/besteffort]/pod<uid>/<id>
+//	systemd:  /kubepods.slice[/kubepods-<qos>.slice]/kubepods[-<qos>]-pod<uid with _>.slice/<runtime>-<id>.scope
+//
+// Every hierarchy that places the task in a kubepods tree must place it there (under
+// cgroup v1 each controller has its own), and at least one must.
+func InContainer(cgroup, podUID, containerID string) bool {
+	id := strings.TrimSpace(containerIDWithoutScheme(containerID))
+	if podUID == "" || id == "" {
+		return false
+	}
+	proved := false
+	for _, line := range strings.Split(strings.TrimSpace(cgroup), "\n") {
+		// hierarchy-ID:controller-list:cgroup-path; the path may itself hold colons.
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		segs := strings.Split(parts[2], "/")
+		if !slices.ContainsFunc(segs, func(s string) bool { return strings.HasPrefix(s, "kubepods") }) {
+			continue
+		}
+		if !inPodContainer(segs, podUID, id) {
+			return false
+		}
+		proved = true
+	}
+	return proved
+}
+
+// inPodContainer tells whether the path segments hold the pod's segment followed by the
+// container's.
+func inPodContainer(segs []string, podUID, id string) bool {
+	systemdUID := strings.ReplaceAll(podUID, "-", "_")
+	for i := 0; i+1 < len(segs); i++ {
+		s := segs[i]
+		pod := s == "pod"+podUID ||
+			(strings.HasPrefix(s, "kubepods") && strings.HasSuffix(s, "-pod"+systemdUID+".slice"))
+		if !pod {
+			continue
+		}
+		c := segs[i+1]
+		if c == id {
+			return true
+		}
+		// <runtime>-<id>.scope: cri-containerd-, crio-, docker-.
+		if strings.HasSuffix(c, "-"+id+".scope") {
+			return true
+		}
+		return false
+	}
+	return false
 }
 
 // runs tells whether cmdline (NUL-separated) is a QEMU's that runs domain.
