@@ -8,8 +8,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,9 +26,9 @@ import (
 
 // Threads reads and sets the host's scheduling of domains' vCPU threads.
 type Threads interface {
-	// VCPUs reads the vCPU threads of the QEMU that runs domain on this node;
-	// hostsched.ErrNoDomain when none does.
-	VCPUs(domain string) ([]hostsched.Thread, error)
+	// VCPUs reads the vCPU threads of the QEMU that runs l's domain in l's container on
+	// this node; hostsched.ErrNoDomain when none does.
+	VCPUs(l hostsched.Launcher) ([]hostsched.Thread, error)
 	// SetRealtime gives thread tid SCHED_FIFO at hostsched.RealtimePriority.
 	SetRealtime(tid int) error
 }
@@ -32,7 +36,8 @@ type Threads interface {
 // VCPUGuard keeps the vCPUs of its node's dedicated crawlers realtime: a vCPU thread of
 // such a crawler's QEMU seen without SCHED_FIFO for Grace gets the policy KubeVirt's
 // realtime asks for (SCHED_FIFO, priority 1), and the crawler a Warning Event that says
-// so. KubeVirt 1.8.4 leaves a domain's vCPUs SCHED_OTHER when its first start outlasts
+// so. Only the QEMU in the compute container of the crawler's own launcher pod counts
+// (LauncherOf): a process elsewhere that names itself like it is never touched. KubeVirt 1.8.4 leaves a domain's vCPUs SCHED_OTHER when its first start outlasts
 // virt-handler's 20 s sync (package hostsched); the guard is what sees and undoes it,
 // with no restart.
 type VCPUGuard struct {
@@ -83,6 +88,10 @@ func (g *VCPUGuard) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result,
 	}
 	now := g.Clock.Now()
 	seen := map[string]bool{}
+	var pods corev1.PodList
+	if err := g.List(ctx, &pods); err != nil { // the cache holds this node's launchers only
+		return ctrl.Result{}, err
+	}
 	var errs []error
 	for i := range crawlers.Items {
 		c := &crawlers.Items[i]
@@ -91,8 +100,22 @@ func (g *VCPUGuard) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result,
 		}
 		domain := Domain(c)
 		seen[domain] = true
-		vcpus, err := g.Threads.VCPUs(domain)
+		vmi := &kubevirtv1.VirtualMachineInstance{}
+		if err := g.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: vmiName(c)}, vmi); err != nil {
+			if !apierrors.IsNotFound(err) && !apimeta.IsNoMatchError(err) {
+				errs = append(errs, fmt.Errorf("reading the VMI of %s/%s: %w", c.Namespace, c.Name, err))
+			}
+			vmi = nil
+		}
+		launcher, why, ok := LauncherOf(c, vmi, pods.Items, g.Node)
+		if !ok {
+			logger.V(1).Info("No launcher proves a QEMU the crawler's", "crawler", c.Namespace+"/"+c.Name, "reason", why)
+			delete(g.since, domain)
+			continue
+		}
+		vcpus, err := g.Threads.VCPUs(launcher)
 		if errors.Is(err, hostsched.ErrNoDomain) {
+			logger.V(1).Info("No QEMU of the crawler runs in its launcher", "crawler", c.Namespace+"/"+c.Name, "reason", err.Error())
 			delete(g.since, domain)
 			continue
 		}
