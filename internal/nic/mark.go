@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -25,40 +26,104 @@ type markRule struct {
 	exprs []expr.Any
 }
 
-// markRules are the rules that set the DSCP of each flow's IPv4 and IPv6 packets to its
-// class's, keeping the ECN bits, by the flow's source MAC.
-func markRules(p Schedule) []markRule {
+// policer is a flow's named limit object in Table: its reserved bandwidth and bucket, in
+// bytes. It matches the packets over them (nft's "limit rate over").
+type policer struct {
+	name        string
+	bytesPerSec uint64
+	burstBytes  uint32
+}
+
+// policerOf is the policer of flow f on link: its HTB class's guaranteed rate, and as
+// burst what its leaf FIFO holds (what that rate drains within the flow's deadline), at
+// least the class's own bucket: a burst the reservation carries in time keeps its mark.
+// nftables' limit adds a second of its rate to the burst (its bucket is rate x unit +
+// burst, and its smallest unit is the second), so over any time T a flow's marks carry
+// at most rate x (T + 1 s) + burst.
+func policerOf(link string, f FlowClass) policer {
+	return policer{
+		name:        policerPrefix(link) + strings.ReplaceAll(f.Flow.MAC.String(), ":", ""),
+		bytesPerSec: uint64(f.Class.Rate / 8),
+		burstBytes:  max(f.Class.Burst, f.Class.Queue),
+	}
+}
+
+// markRules are the rules that set the DSCP of each flow's IPv4 and IPv6 packets by the
+// flow's source MAC, keeping the ECN bits: its class's DSCP for the traffic within its
+// reserved bandwidth, best effort's (CS0) for what exceeds it. The marks are policed so
+// that a guest sending more than it reserved does not carry its class's priority beyond
+// the host for the excess: a flow's two families share one policer (policerOf), and a
+// packet over it is re-marked CS0 and leaves the chain.
+func markRules(link string, p Schedule) []markRule {
 	var rs []markRule
 	for _, f := range p.Flows {
 		dscp := byte(f.RT.DSCP.Value)
 		mac := []byte(f.Flow.MAC)
+		pol := policerOf(link, f)
+		over := fmt.Sprintf("over %d B/s burst %d B", pol.bytesPerSec, pol.burstBytes)
 		rs = append(rs,
 			markRule{
-				id: fmt.Sprintf("isochron %s ip %s dscp %s", f.Flow.Key, f.Flow.MAC, f.RT.DSCP.Name),
-				exprs: matchFlow(unix.ETH_P_IP, mac,
-					// The TOS byte (DSCP in its top six bits, ECN below) with the byte before
-					// it: the header checksum (at offset 10) is updated by 16-bit words, so
-					// the write is one aligned word, as nft writes "ip dscp set".
-					&expr.Payload{OperationType: expr.PayloadLoad, DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 0, Len: 2},
-					&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 2, Mask: []byte{0xff, 0x03}, Xor: []byte{0, dscp << 2}},
-					&expr.Payload{OperationType: expr.PayloadWrite, SourceRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 0, Len: 2,
-						CsumType: expr.CsumTypeInet, CsumOffset: 10},
-				),
+				id:    fmt.Sprintf("isochron %s ip %s %s dscp CS0", f.Flow.Key, f.Flow.MAC, over),
+				exprs: matchFlow(unix.ETH_P_IP, mac, concat(overPolicer(pol), setIPv4DSCP(0), accept())...),
 			},
 			markRule{
-				id: fmt.Sprintf("isochron %s ip6 %s dscp %s", f.Flow.Key, f.Flow.MAC, f.RT.DSCP.Name),
-				exprs: matchFlow(unix.ETH_P_IPV6, mac,
-					// The first 16 bits: version (4), DSCP (6), ECN (2), flow label (4 of 20).
-					// IPv6 has no header checksum, and the traffic class is in no
-					// pseudo-header.
-					&expr.Payload{OperationType: expr.PayloadLoad, DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 0, Len: 2},
-					&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 2, Mask: []byte{0xf0, 0x3f}, Xor: []byte{dscp >> 2, dscp << 6}},
-					&expr.Payload{OperationType: expr.PayloadWrite, SourceRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 0, Len: 2},
-				),
+				id:    fmt.Sprintf("isochron %s ip %s dscp %s", f.Flow.Key, f.Flow.MAC, f.RT.DSCP.Name),
+				exprs: matchFlow(unix.ETH_P_IP, mac, setIPv4DSCP(dscp)...),
+			},
+			markRule{
+				id:    fmt.Sprintf("isochron %s ip6 %s %s dscp CS0", f.Flow.Key, f.Flow.MAC, over),
+				exprs: matchFlow(unix.ETH_P_IPV6, mac, concat(overPolicer(pol), setIPv6DSCP(0), accept())...),
+			},
+			markRule{
+				id:    fmt.Sprintf("isochron %s ip6 %s dscp %s", f.Flow.Key, f.Flow.MAC, f.RT.DSCP.Name),
+				exprs: matchFlow(unix.ETH_P_IPV6, mac, setIPv6DSCP(dscp)...),
 			},
 		)
 	}
 	return rs
+}
+
+// policers are the named limit objects markRules refer to, one per flow.
+func policers(link string, p Schedule) []policer {
+	out := make([]policer, 0, len(p.Flows))
+	for _, f := range p.Flows {
+		out = append(out, policerOf(link, f))
+	}
+	return out
+}
+
+// overPolicer matches the packets over pol ("limit name <pol>": the object's own
+// "rate over").
+func overPolicer(pol policer) []expr.Any {
+	return []expr.Any{&expr.Objref{Type: int(nftables.ObjTypeLimit), Name: pol.name}}
+}
+
+func concat(parts ...[]expr.Any) []expr.Any { return slices.Concat(parts...) }
+
+func accept() []expr.Any { return []expr.Any{&expr.Verdict{Kind: expr.VerdictAccept}} }
+
+// setIPv4DSCP writes dscp into the TOS byte, keeping ECN. The TOS byte (DSCP in its top
+// six bits, ECN below) is written with the byte before it: the header checksum (at
+// offset 10) is updated by 16-bit words, so the write is one aligned word, as nft writes
+// "ip dscp set".
+func setIPv4DSCP(dscp byte) []expr.Any {
+	return []expr.Any{
+		&expr.Payload{OperationType: expr.PayloadLoad, DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 0, Len: 2},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 2, Mask: []byte{0xff, 0x03}, Xor: []byte{0, dscp << 2}},
+		&expr.Payload{OperationType: expr.PayloadWrite, SourceRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 0, Len: 2,
+			CsumType: expr.CsumTypeInet, CsumOffset: 10},
+	}
+}
+
+// setIPv6DSCP writes dscp into the traffic class, keeping ECN. The first 16 bits hold
+// version (4), DSCP (6), ECN (2) and 4 of the flow label's 20; IPv6 has no header
+// checksum, and the traffic class is in no pseudo-header.
+func setIPv6DSCP(dscp byte) []expr.Any {
+	return []expr.Any{
+		&expr.Payload{OperationType: expr.PayloadLoad, DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 0, Len: 2},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 2, Mask: []byte{0xf0, 0x3f}, Xor: []byte{dscp >> 2, dscp << 6}},
+		&expr.Payload{OperationType: expr.PayloadWrite, SourceRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 0, Len: 2},
+	}
 }
 
 // matchFlow is "meta protocol <ethertype> ether saddr <mac> counter" followed by then.
@@ -80,7 +145,7 @@ func ensureMarks(link string, p Schedule, did func(string, ...any)) error {
 		return fmt.Errorf("nftables: %w", err)
 	}
 	table := &nftables.Table{Family: nftables.TableFamilyNetdev, Name: Table}
-	want := markRules(p)
+	want := markRules(link, p)
 	chain, err := findChain(c, link)
 	if err != nil {
 		return err
@@ -94,6 +159,10 @@ func ensureMarks(link string, p Schedule, did func(string, ...any)) error {
 			return nil
 		}
 		c.FlushChain(chain)
+		// The policers go with the rules that referred to them, in the same transaction.
+		if err := delPolicers(c, table, link); err != nil {
+			return err
+		}
 	} else {
 		c.AddTable(table)
 		chain = c.AddChain(&nftables.Chain{
@@ -105,13 +174,34 @@ func ensureMarks(link string, p Schedule, did func(string, ...any)) error {
 			Device:   link,
 		})
 	}
+	for _, pol := range policers(link, p) {
+		c.AddObj(&nftables.NamedObj{Table: table, Name: pol.name, Type: nftables.ObjTypeLimit,
+			Obj: &expr.Limit{Type: expr.LimitTypePktBytes, Rate: pol.bytesPerSec, Unit: expr.LimitTimeSecond, Burst: pol.burstBytes, Over: true}})
+	}
 	for _, r := range want {
 		c.AddRule(&nftables.Rule{Table: table, Chain: chain, Exprs: r.exprs, UserData: []byte(r.id)})
 	}
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("nftables: writing chain %s of table netdev %s: %w", markChain(link), Table, err)
 	}
-	did("nftables netdev %s chain %s: %d DSCP rules", Table, markChain(link), len(want))
+	did("nftables netdev %s chain %s: %d DSCP rules, %d policers", Table, markChain(link), len(want), len(p.Flows))
+	return nil
+}
+
+// policerPrefix begins the names of link's policers.
+func policerPrefix(link string) string { return "police-" + link + "-" }
+
+// delPolicers deletes link's policers from table, in c's next transaction.
+func delPolicers(c *nftables.Conn, table *nftables.Table, link string) error {
+	objs, err := c.GetNamedObjects(table)
+	if err != nil {
+		return fmt.Errorf("nftables: listing the objects of table netdev %s: %w", Table, err)
+	}
+	for _, o := range objs {
+		if n, ok := o.(*nftables.NamedObj); ok && strings.HasPrefix(n.Name, policerPrefix(link)) {
+			c.DeleteObject(&nftables.NamedObj{Table: table, Name: n.Name, Type: n.Type})
+		}
+	}
 	return nil
 }
 
@@ -169,7 +259,10 @@ func removeMarks(link string) ([]string, error) {
 		did = fmt.Sprintf("nftables netdev %s: removed", Table)
 	} else {
 		c.DelChain(ours)
-		did = fmt.Sprintf("nftables netdev %s chain %s: removed", Table, ours.Name)
+		if err := delPolicers(c, table, link); err != nil {
+			return nil, err
+		}
+		did = fmt.Sprintf("nftables netdev %s chain %s and its policers: removed", Table, ours.Name)
 	}
 	if err := c.Flush(); err != nil {
 		return nil, fmt.Errorf("nftables: %s: %w", did, err)

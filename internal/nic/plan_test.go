@@ -226,13 +226,19 @@ func TestMarkRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, r := range markRules(s) {
+	for _, r := range markRules("eth1", s) {
 		got = append(got, r.id)
 	}
+	// Per flow and family, the packets over its reserved bandwidth (1 Mbit/s, a bucket
+	// of its FIFO) first, re-marked best effort, then the rest with its class's DSCP.
 	want := []string{
+		"isochron bms/fast ip 02:00:00:00:00:01 over 125000 B/s burst 6072 B dscp CS0",
 		"isochron bms/fast ip 02:00:00:00:00:01 dscp EF",
+		"isochron bms/fast ip6 02:00:00:00:00:01 over 125000 B/s burst 6072 B dscp CS0",
 		"isochron bms/fast ip6 02:00:00:00:00:01 dscp EF",
+		"isochron bms/slow ip 02:00:00:00:00:02 over 125000 B/s burst 6072 B dscp CS0",
 		"isochron bms/slow ip 02:00:00:00:00:02 dscp AF41",
+		"isochron bms/slow ip6 02:00:00:00:00:02 over 125000 B/s burst 6072 B dscp CS0",
 		"isochron bms/slow ip6 02:00:00:00:00:02 dscp AF41",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -253,8 +259,22 @@ func TestDSCPBits(t *testing.T) {
 	for _, f := range s.Flows {
 		dscp[f.Flow.Key] = byte(f.RT.DSCP.Value)
 	}
-	for _, r := range markRules(s) {
-		key, family := strings.Fields(r.id)[1], strings.Fields(r.id)[2]
+	for _, r := range markRules("eth1", s) {
+		f := strings.Fields(r.id)
+		key, family := f[1], f[2]
+		d := dscp[key]
+		if f[len(f)-1] == "CS0" {
+			d = 0 // the traffic over the flow's reserved bandwidth: best effort
+			var e expr.Any
+			for _, x := range r.exprs {
+				if _, ok := x.(*expr.Objref); ok {
+					e = x
+				}
+			}
+			if e == nil {
+				t.Errorf("%s: re-marks without a policer", r.id)
+			}
+		}
 		var b *expr.Bitwise
 		for _, e := range r.exprs {
 			if e, ok := e.(*expr.Bitwise); ok {
@@ -270,8 +290,8 @@ func TestDSCPBits(t *testing.T) {
 			out[i] = in[i]&b.Mask[i] ^ b.Xor[i]
 		}
 		want := map[string][]byte{
-			"ip":  {0xff, dscp[key]<<2 | 0x03}, // version and header length, TOS
-			"ip6": {0xf0 | dscp[key]>>2, dscp[key]<<6 | 0x3f},
+			"ip":  {0xff, d<<2 | 0x03}, // version and header length, TOS
+			"ip6": {0xf0 | d>>2, d<<6 | 0x3f},
 		}[family]
 		if !bytes.Equal(out, want) {
 			t.Errorf("%s: %#x becomes %#x, want %#x", r.id, in, out, want)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -179,6 +180,17 @@ func (l *lab) state(t *testing.T) []string {
 			lines = append(lines, "nft "+string(r.UserData))
 		}
 	}
+	objs, err := c.GetNamedObjects(&nftables.Table{Family: nftables.TableFamilyNetdev, Name: Table})
+	if err != nil && !errors.Is(err, unix.ENOENT) {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if o, ok := o.(*nftables.NamedObj); ok {
+			if lim, ok := o.Obj.(*expr.Limit); ok {
+				lines = append(lines, fmt.Sprintf("nft limit %s over %v %d B/s burst %d B", o.Name, lim.Over, lim.Rate, lim.Burst))
+			}
+		}
+	}
 	slices.Sort(lines)
 	return lines
 }
@@ -215,9 +227,15 @@ func TestApplyReconciles(t *testing.T) {
 				"filter u32 80000010 src 02:00:00:00:00:05 -> 15c0:10",
 				"filter u32 80000011 src 02:00:00:00:00:0a -> 15c0:11",
 				"nft isochron bms/fast ip 02:00:00:00:00:05 dscp EF",
+				"nft isochron bms/fast ip 02:00:00:00:00:05 over 125000 B/s burst 6072 B dscp CS0",
 				"nft isochron bms/fast ip6 02:00:00:00:00:05 dscp EF",
+				"nft isochron bms/fast ip6 02:00:00:00:00:05 over 125000 B/s burst 6072 B dscp CS0",
 				"nft isochron bms/slow ip 02:00:00:00:00:0a dscp AF41",
+				"nft isochron bms/slow ip 02:00:00:00:00:0a over 250000 B/s burst 6072 B dscp CS0",
 				"nft isochron bms/slow ip6 02:00:00:00:00:0a dscp AF41",
+				"nft isochron bms/slow ip6 02:00:00:00:00:0a over 250000 B/s burst 6072 B dscp CS0",
+				"nft limit police-up0-020000000005 over true 125000 B/s burst 6072 B",
+				"nft limit police-up0-02000000000a over true 250000 B/s burst 6072 B",
 				"qdisc bfifo 2002:0 parent 15c0:2 limit 15000",
 				"qdisc bfifo 2010:0 parent 15c0:10 limit 6072",
 				"qdisc bfifo 2011:0 parent 15c0:11 limit 6072",
@@ -238,7 +256,10 @@ func TestApplyReconciles(t *testing.T) {
 				"class 15c0:2 parent 15c0:1 rate 8 Mbit/s ceil 10 Mbit/s prio 4",
 				"filter u32 80000010 src 02:00:00:00:00:0a -> 15c0:10",
 				"nft isochron bms/slow ip 02:00:00:00:00:0a dscp AF41",
+				"nft isochron bms/slow ip 02:00:00:00:00:0a over 250000 B/s burst 6072 B dscp CS0",
 				"nft isochron bms/slow ip6 02:00:00:00:00:0a dscp AF41",
+				"nft isochron bms/slow ip6 02:00:00:00:00:0a over 250000 B/s burst 6072 B dscp CS0",
+				"nft limit police-up0-02000000000a over true 250000 B/s burst 6072 B",
 				"qdisc bfifo 2002:0 parent 15c0:2 limit 15000",
 				"qdisc bfifo 2010:0 parent 15c0:10 limit 6072",
 				"qdisc htb 15c0:0 default 2",
@@ -254,7 +275,10 @@ func TestApplyReconciles(t *testing.T) {
 				"class 15c0:2 parent 15c0:1 rate 8 Mbit/s ceil 10 Mbit/s prio 4",
 				"filter u32 80000010 src 02:00:00:00:00:0a -> 15c0:10",
 				"nft isochron bms/slow ip 02:00:00:00:00:0a dscp EF",
+				"nft isochron bms/slow ip 02:00:00:00:00:0a over 250000 B/s burst 6072 B dscp CS0",
 				"nft isochron bms/slow ip6 02:00:00:00:00:0a dscp EF",
+				"nft isochron bms/slow ip6 02:00:00:00:00:0a over 250000 B/s burst 6072 B dscp CS0",
+				"nft limit police-up0-02000000000a over true 250000 B/s burst 6072 B",
 				"qdisc bfifo 2002:0 parent 15c0:2 limit 15000",
 				"qdisc bfifo 2010:0 parent 15c0:10 limit 6072",
 				"qdisc htb 15c0:0 default 2",
@@ -381,5 +405,92 @@ func TestApplyClassifiesAndMarks(t *testing.T) {
 	}
 	if got := counters.BestEffort.Packets; got >= n {
 		t.Errorf("best-effort class sent %d packets: the flow's were not classified by its MAC", got)
+	}
+}
+
+// A guest that sends more than its RT-NIC reserved keeps its class's DSCP for its
+// reserved bandwidth only: the excess leaves the host marked best effort (CS0), so that
+// switches beyond the host do not give it the priority of the reservation. The flow
+// reserves 1 Mbit/s and sends about 4 Mbit/s of 1000-byte datagrams for two seconds.
+// nftables' limit holds a second of its rate besides its burst, so the reservation's
+// marks carry rate x (time + 1 s) + burst.
+func TestMarksArePolicedToTheReservedBandwidth(t *testing.T) {
+	l := newLab(t)
+	const reserved = mbit
+	s := mustPlan(t, 10*mbit, Flow{Key: "bms/greedy", MAC: fastMAC, Deadline: 5 * ms, MinBandwidth: reserved})
+	if _, err := Apply(l.up, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := netns.Set(l.peerNS); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP("192.0.2.2"), Port: 9001})
+	if setErr := netns.Set(l.upNS); setErr != nil {
+		t.Fatal(setErr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetReadBuffer(4 << 20)
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = raw.Control(func(fd uintptr) { err = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_RECVTOS, 1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	send, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.ParseIP("192.0.2.2"), Port: 9001})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer send.Close()
+
+	payload := make([]byte, 1000)
+	const frame = 1000 + 8 + 20 + 14 // UDP, IPv4 and Ethernet headers: what the policer counts
+	start := time.Now()
+	sent := 0
+	for time.Since(start) < 2*time.Second {
+		for range 5 { // 5 datagrams every 10 ms: about 4 Mbit/s
+			if _, err := send.Write(payload); err != nil {
+				t.Fatal(err)
+			}
+			sent++
+		}
+		time.Sleep(10 * time.Millisecond) // paces the traffic; waits for nothing
+	}
+	elapsed := time.Since(start)
+
+	marks := map[byte]int{}
+	buf, oob := make([]byte, 2048), make([]byte, 128)
+	for range sent {
+		_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+		_, oobn, _, _, err := conn.ReadMsgUDP(buf, oob)
+		if err != nil {
+			break // a datagram the FIFO dropped: the counts below say what arrived
+		}
+		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err != nil || len(msgs) == 0 || msgs[0].Header.Type != unix.IP_TOS {
+			t.Fatalf("no IP_TOS (%v)", err)
+		}
+		marks[msgs[0].Data[0]>>2]++
+	}
+	ef, cs0 := marks[46], marks[0]
+	t.Logf("sent %d datagrams in %s (%.1f Mbit/s); arrived EF %d, CS0 %d, other %v", sent, elapsed.Round(time.Millisecond),
+		float64(sent*frame*8)/elapsed.Seconds()/1e6, ef, cs0, marks)
+	if ef+cs0 != len(marks) && len(marks) > 2 {
+		t.Errorf("marks other than EF and CS0: %v", marks)
+	}
+	// Within the reservation and its bucket (one datagram of slack), and at least half of
+	// what the reservation carries in the time.
+	pol := policerOf("up0", s.Flows[0])
+	most := (float64(reserved)/8*(elapsed.Seconds()+1) + float64(pol.burstBytes)) / frame
+	least := float64(reserved) / 8 * elapsed.Seconds() / frame / 2
+	if float64(ef) > most+1 || float64(ef) < least {
+		t.Errorf("%d datagrams kept EF; the reservation and its bucket carry %.0f in %s (at least %.0f expected)", ef, most, elapsed.Round(time.Millisecond), least)
+	}
+	if cs0 == 0 {
+		t.Error("no datagram over the reservation was re-marked best effort")
 	}
 }
