@@ -55,6 +55,8 @@ type CrawlerVMReconciler struct {
 	apiPollInterval time.Duration
 	// sharedNetworks are the namespaces whose RT networks every namespace may use.
 	sharedNetworks []string
+	// rtUplinks are the host interfaces the administrator named as RT uplinks.
+	rtUplinks []string
 
 	metrics *metrics
 	// placer decides where crawlers go and holds their reservations.
@@ -103,6 +105,12 @@ func WithAPIPollInterval(d time.Duration) Option {
 // namespace's (render.NetworkAllowed).
 func WithSharedNetworkNamespaces(namespaces []string) Option {
 	return func(r *CrawlerVMReconciler) { r.sharedNetworks = namespaces }
+}
+
+// WithRTUplinks names the host interfaces an RT network may name as its uplink
+// (render.UplinkAllowed); the NIC agents are given the same list.
+func WithRTUplinks(uplinks []string) Option {
+	return func(r *CrawlerVMReconciler) { r.rtUplinks = uplinks }
 }
 
 // WithRegistry registers the reconciler's metrics on reg instead of the manager's metrics

@@ -260,5 +260,12 @@ func (r *CrawlerVMReconciler) rtBinding(ctx context.Context, cvm *isov1.CrawlerV
 	if nad == nil || err != nil {
 		return "", false, err
 	}
+	if err := render.UplinkAllowed(nad, r.rtUplinks); err != nil {
+		return "", false, &uplinkNotAllowed{err}
+	}
 	return render.BindingOf(nad), render.GuestDSCPOf(nad), nil
 }
+
+// uplinkNotAllowed is rtBinding's error for a network whose uplink the administrator did
+// not name (render.UplinkAllowed).
+type uplinkNotAllowed struct{ error }

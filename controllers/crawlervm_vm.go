@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -79,7 +80,11 @@ func (r *CrawlerVMReconciler) runVM(ctx context.Context, cvm *isov1.CrawlerVM, s
 		return nil, nil
 	}
 	binding, guestDSCP, err := r.rtBinding(ctx, cvm)
+	var notNamed *uplinkNotAllowed
 	switch {
+	case errors.As(err, &notNamed):
+		r.setReady(cvm, st, readiness.UplinkNotAllowed(notNamed.error))
+		return nil, nil
 	case apierrors.IsNotFound(err):
 		r.setReady(cvm, st, readiness.NetworkNotFound(render.NetworkKey(cvm).String()))
 		return nil, nil

@@ -88,6 +88,10 @@ const (
 	ReasonLauncherUnschedulable = "LauncherUnschedulable"
 	// ReasonRTNetworkNotFound: spec.rtNIC.networkName names no NetworkAttachmentDefinition.
 	ReasonRTNetworkNotFound = "RTNetworkNotFound"
+	// ReasonRTUplinkNotAllowed: the RT network's NetworkAttachmentDefinition names, with
+	// AnnotationRTUplink, a host interface that is not one of the RT uplinks the cluster
+	// administrator named (ConfigMap isochron-networks, rtUplinks).
+	ReasonRTUplinkNotAllowed = "RTUplinkNotAllowed"
 	// ReasonRTNetworkNotAllowed: spec.rtNIC.networkName names a network of another
 	// namespace that an administrator does not share.
 	ReasonRTNetworkNotAllowed = "RTNetworkNotAllowed"
@@ -175,6 +179,9 @@ const (
 	// EventReasonRTUplinkUnavailable (on a Node): isochron's NIC agent cannot program the
 	// node's RT uplink (none found, or a kernel without traffic control).
 	EventReasonRTUplinkUnavailable = "RTUplinkUnavailable"
+	// EventReasonRTNICNotScheduled (on a CrawlerVM): the NIC agent of its node schedules
+	// none of its RT-NIC's traffic on the host (status.rtNIC.notScheduled says why).
+	EventReasonRTNICNotScheduled = "RTNICNotScheduled"
 	// EventReasonRTNICRaised and EventReasonRTNICLowered: the NIC agent's feedback moved
 	// a crawler's RT-NIC one class up (it missed its deadline) or down (it kept it).
 	EventReasonRTNICRaised  = "RTNICRaised"

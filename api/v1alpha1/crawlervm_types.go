@@ -519,6 +519,20 @@ type RTNICStatus struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message,omitempty"`
+	// uplink is the host interface on which the NIC agent of the crawler's node schedules
+	// and marks the RT-NIC's traffic: one of the RT uplinks the cluster administrator
+	// named. Unset while the agent schedules none of it (notScheduled says why).
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=15
+	Uplink string `json:"uplink,omitempty"`
+	// notScheduled says why the NIC agent of the crawler's node schedules none of the
+	// RT-NIC's traffic on the host (the network's uplink is not one the administrator
+	// named, an SR-IOV network, no such network), and what to do. Unset while it does.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	NotScheduled string `json:"notScheduled,omitempty"`
 }
 
 // Remediation is what isochron did about one refuting probe.
@@ -852,6 +866,8 @@ type VMIStatus struct {
 // +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="SLO",type=string,JSONPath=`.status.conditions[?(@.type=="SLOConfirmed")].status`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:selectablefield:JSONPath=`.status.placement.node`
+// +kubebuilder:selectablefield:JSONPath=`.status.move.from`
 type CrawlerVM struct {
 	metav1.TypeMeta `json:",inline"`
 	// metadata is the standard object metadata.

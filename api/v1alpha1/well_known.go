@@ -63,3 +63,11 @@ const AnnotationGuestDSCP = "isochron.io/guest-dscp"
 // NICAgent is the name of isochron's NIC agent: its field owner (of status.rtNIC), its
 // Events' source and its DaemonSet's name.
 const NICAgent = "isochron-nic-agent"
+
+// The CrawlerVM fields an API client may select on (the CRD's selectableFields): each
+// node's NIC agent lists and watches only the crawlers placed on its node and those
+// moving from it.
+const (
+	FieldPlacementNode = "status.placement.node"
+	FieldMoveFrom      = "status.move.from"
+)

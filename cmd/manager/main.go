@@ -17,8 +17,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/controllers"
 	"isochron.io/isochron/internal/move"
+	"isochron.io/isochron/internal/rtnet"
 	"isochron.io/isochron/internal/slo"
 )
 
@@ -26,7 +28,7 @@ func main() {
 	var metricsAddr, probeAddr, pprofAddr string
 	var leaderElect, secureMetrics, enableHTTP2 bool
 	var concurrency, qps, burst int
-	var probeImage, probeCPU, leaderElectionNamespace, sharedNetworks string
+	var probeImage, probeCPU, leaderElectionNamespace, sharedNetworks, rtUplinks string
 	var probeGrace, probeTTL, minMoveInterval, refutedMemory, nodeLostGrace time.Duration
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address of the metrics endpoint (\"0\" disables it).")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
@@ -43,6 +45,7 @@ func main() {
 	flag.DurationVar(&probeTTL, "probe-ttl", time.Hour, "How long finished probe Jobs and their pods (with logs) are kept.")
 	flag.StringVar(&probeCPU, "probe-cpu", slo.DefaultCPU.String(), "CPU request and limit of the probe pods (Guaranteed). A whole number gets exclusive CPUs under the static CPU Manager; a fraction (e.g. 200m) runs on the shared pool, for nodes too small to spare a CPU.")
 	flag.StringVar(&sharedNetworks, "shared-network-namespaces", "", "Comma-separated namespaces whose RT networks (NetworkAttachmentDefinitions) CrawlerVMs of every namespace may use, as Multus' globalNamespaces; a crawler may always use its own namespace's. config/default sets it from the ConfigMap isochron-networks, which its ValidatingAdmissionPolicy reads too.")
+	flag.StringVar(&rtUplinks, "rt-uplinks", "", "Comma-separated host interfaces the cluster administrator names as RT uplinks: an RT network whose NetworkAttachmentDefinition names another with the annotation "+isov1.AnnotationRTUplink+" is refused (Ready=False, "+isov1.ReasonRTUplinkNotAllowed+"). config/default sets it, and the NIC agents' list, from rtUplinks in the ConfigMap isochron-networks.")
 	flag.DurationVar(&minMoveInterval, "min-move-interval", slo.DefaultMinMoveInterval, "Least time between two moves of one crawler that probes refute under spec.placement.onRefuted Replace (each is judged by a new probe before the next).")
 	flag.DurationVar(&nodeLostGrace, "node-lost-grace", move.DefaultNodeLostGrace, "How long a crawler's node may be not ready (after Kubernetes' own node-monitor grace) before the crawler is presumed down and reported; it starts elsewhere only once the node is fenced.")
 	flag.DurationVar(&refutedMemory, "refuted-node-memory", move.DefaultRefutedMemory, "How long a node where a probe refuted a crawler's SLO is kept from the crawler's moves (at most 8 nodes are remembered per crawler).")
@@ -70,6 +73,11 @@ func main() {
 		setupLog.Error(err, "Invalid flag")
 		os.Exit(1)
 	}
+	uplinks, err := rtnet.ParseUplinks(rtUplinks)
+	if err != nil {
+		setupLog.Error(err, "Invalid flag --rt-uplinks")
+		os.Exit(1)
+	}
 	cfg := ctrl.GetConfigOrDie()
 	cfg.QPS, cfg.Burst = float32(qps), burst
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
@@ -88,7 +96,7 @@ func main() {
 	}
 	r := controllers.NewCrawlerVMReconciler(mgr, controllers.WithConcurrency(concurrency),
 		controllers.WithProbes(slo.Options{Image: probeImage, Grace: probeGrace, TTL: probeTTL, CPU: cpu}),
-		controllers.WithMinMoveInterval(minMoveInterval), controllers.WithRefutedNodeMemory(refutedMemory), controllers.WithNodeLostGrace(nodeLostGrace), controllers.WithSharedNetworkNamespaces(shared))
+		controllers.WithMinMoveInterval(minMoveInterval), controllers.WithRefutedNodeMemory(refutedMemory), controllers.WithNodeLostGrace(nodeLostGrace), controllers.WithSharedNetworkNamespaces(shared), controllers.WithRTUplinks(uplinks))
 	if err := r.SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Unable to set up controller", "controller", "CrawlerVM")
 		os.Exit(1)

@@ -13,25 +13,22 @@ import (
 	"io"
 	"os"
 
-	"k8s.io/apimachinery/pkg/fields"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-
-	corev1 "k8s.io/api/core/v1"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/controllers"
 	"isochron.io/isochron/controllers/nicagent"
 	"isochron.io/isochron/internal/nic"
+	"isochron.io/isochron/internal/rtnet"
 )
 
 func main() {
-	var node, probeAddr, show string
+	var node, probeAddr, show, uplinks string
 	flag.StringVar(&node, "node-name", os.Getenv("NODE_NAME"), "The node the agent runs on (the DaemonSet passes spec.nodeName as NODE_NAME).")
+	flag.StringVar(&uplinks, "rt-uplinks", os.Getenv("RT_UPLINKS"), "Comma-separated host interfaces the agent may program as RT uplinks, named by the cluster administrator (config/default sets RT_UPLINKS from rtUplinks in the ConfigMap isochron-networks; restart the agent after a change). No other interface is ever touched; empty: none.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8082", "Address of the health and readiness probes.")
 	flag.StringVar(&show, "show-uplink", "", "Print what the kernel has on this link's egress (root qdisc, isochron's RT classes and filters) as JSON, and exit: kubectl exec into the agent's pod, whose image holds no tc.")
 	opts := zap.Options{}
@@ -46,16 +43,10 @@ func main() {
 		log.Error(nil, "No node: set --node-name or NODE_NAME (the DaemonSet sets it from spec.nodeName)")
 		os.Exit(1)
 	}
-	// The agent's cache: every CrawlerVM (a crawler moving off the node must be seen),
-	// profiles, networks, and its own Node only.
-	cacheOpts := controllers.CacheOptions()
-	if cacheOpts.ByObject == nil {
-		cacheOpts.ByObject = map[client.Object]cache.ByObject{}
-	}
-	cacheOpts.ByObject[&corev1.Node{}] = cache.ByObject{Field: fields.OneTermEqualSelector("metadata.name", node)}
+	// The agent's cache: its own node's crawlers, launchers, VMIs and Node only.
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                 controllers.Scheme(),
-		Cache:                  cacheOpts,
+		Cache:                  nicagent.CacheOptions(node),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: probeAddr,
 	})
@@ -63,7 +54,15 @@ func main() {
 		log.Error(err, "Unable to create manager")
 		os.Exit(1)
 	}
-	r := &nicagent.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor(isov1.NICAgent), Node: node, Programmer: newHost()}
+	named, err := rtnet.ParseUplinks(uplinks)
+	if err != nil {
+		log.Error(err, "Invalid --rt-uplinks")
+		os.Exit(1)
+	}
+	if len(named) == 0 {
+		log.Info("No RT uplink is named: the agent programs no interface; set rtUplinks in the ConfigMap isochron-networks")
+	}
+	r := &nicagent.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor(isov1.NICAgent), Node: node, Uplinks: named, Programmer: newHost()}
 	if err := r.SetupWithManager(mgr); err != nil {
 		log.Error(err, "Unable to set up the NIC agent")
 		os.Exit(1)
@@ -81,7 +80,7 @@ func main() {
 		log.Error(err, "Unable to set up ready check")
 		os.Exit(1)
 	}
-	log.Info("Starting the NIC agent", "node", node)
+	log.Info("Starting the NIC agent", "node", node, "rtUplinks", named)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "NIC agent stopped")
 		os.Exit(1)

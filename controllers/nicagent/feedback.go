@@ -65,10 +65,11 @@ func observations(c *isov1.CrawlerVM, link string, now FlowStats, prev *FlowStat
 	return out
 }
 
-// feedback runs the feedback on a crawler's observations and writes status.rtNIC when
-// it changed (server-side apply of that one field, the agent its only owner); a change
-// of class is an Event on the crawler.
-func (r *Reconciler) feedback(ctx context.Context, c *isov1.CrawlerVM, obs []rtnet.Observation) error {
+// feedback runs the feedback on a crawler's observations and writes status.rtNIC with
+// what the host does for it (host) when it changed (server-side apply of that one field,
+// the agent its only owner); a change of class, and the host starting to schedule none
+// of its traffic, are Events on the crawler.
+func (r *Reconciler) feedback(ctx context.Context, c *isov1.CrawlerVM, obs []rtnet.Observation, host hostState) error {
 	s := feedbackOf(c)
 	s.Deadline = c.Spec.RTNIC.Deadline.Duration
 	for _, o := range obs {
@@ -82,8 +83,12 @@ func (r *Reconciler) feedback(ctx context.Context, c *isov1.CrawlerVM, obs []rtn
 		}
 	}
 	want := statusOf(s)
+	want.Uplink, want.NotScheduled = host.uplink, host.notScheduled
 	if equality.Semantic.DeepEqual(c.Status.RTNIC, want) {
 		return nil
+	}
+	if host.notScheduled != "" && (c.Status.RTNIC == nil || c.Status.RTNIC.NotScheduled != host.notScheduled) {
+		r.Recorder.Event(c, corev1.EventTypeWarning, isov1.EventReasonRTNICNotScheduled, "RT-NIC: "+host.notScheduled)
 	}
 	field, err := runtime.DefaultUnstructuredConverter.ToUnstructured(want)
 	if err != nil {

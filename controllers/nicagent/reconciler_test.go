@@ -23,7 +23,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
-	"isochron.io/isochron/controllers"
 	"isochron.io/isochron/controllers/nicagent"
 	"isochron.io/isochron/internal/rtnet"
 	"isochron.io/isochron/test/support/scale"
@@ -52,10 +51,21 @@ type host struct {
 	raises map[string]int
 	drops  map[string]uint64
 	rate   int64 // of the last Apply with flows
+	// touched are the links Apply was ever called on.
+	touched map[string]bool
 }
 
 func newHost(ports map[string]string) *host {
-	return &host{ports: ports, links: map[string][]string{}, raises: map[string]int{}, drops: map[string]uint64{}}
+	return &host{ports: ports, links: map[string][]string{}, raises: map[string]int{}, drops: map[string]uint64{}, touched: map[string]bool{}}
+}
+
+// uplinks are the host's bridge ports: the RT uplinks an administrator would name.
+func (h *host) uplinks() []string {
+	var out []string
+	for _, p := range h.ports {
+		out = append(out, p)
+	}
+	return out
 }
 
 func (h *host) Stats(string) (map[string]nicagent.FlowStats, error) {
@@ -90,6 +100,7 @@ func (h *host) Port(bridge string) (string, error) {
 func (h *host) Apply(link string, rate int64, flows []nicagent.Flow) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.touched[link] = true
 	var keys []string
 	for _, f := range flows {
 		keys = append(keys, f.Key)
@@ -125,15 +136,22 @@ func (h *host) schedule() string {
 	return strings.Join(out, " ")
 }
 
-// agent runs the NIC agent of node until the test ends or stop is called.
+// agent runs the NIC agent of node until the test ends or stop is called, with the
+// host's bridge ports named as RT uplinks.
 func agent(t *testing.T, node string, h *host, clk clock.PassiveClock) (stop func()) {
 	t.Helper()
+	return agentWith(t, node, h, clk, h.uplinks())
+}
+
+// agentWith runs the NIC agent of node with uplinks named as RT uplinks.
+func agentWith(t *testing.T, node string, h *host, clk clock.PassiveClock, uplinks []string) (stop func()) {
+	t.Helper()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache: controllers.CacheOptions(), Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)}}) // a restarted agent in one process
+		Cache: nicagent.CacheOptions(node), Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)}}) // a restarted agent in one process
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &nicagent.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor(isov1.NICAgent), Node: node, Programmer: h,
+	r := &nicagent.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor(isov1.NICAgent), Node: node, Uplinks: uplinks, Programmer: h,
 		Clock: clk, Feedback: rtnet.Feedback{MinInterval: 10 * time.Minute, CleanToLower: 1}, StatsEvery: 100 * time.Millisecond}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
@@ -280,6 +298,47 @@ func TestAgentFollowsTheCrawlersOfItsNode(t *testing.T) {
 	})
 	if got := h.schedule(); got != "eth1="+ns+"/c" {
 		t.Errorf("schedule %q after the unavailable uplink, want eth1=%s/c", got, ns)
+	}
+}
+
+// A tenant's network cannot choose the host interface the root agent reshapes: only the
+// uplinks the administrator named are ever programmed. A network that names the node's
+// primary NIC (with the annotation, or by its bridge) gets nothing on the host, and its
+// crawler says why; a network on a named uplink is scheduled as before.
+func TestAgentProgramsOnlyTheUplinksTheAdministratorNamed(t *testing.T) {
+	ctx := context.Background()
+	const ns, node = "tenant-u", "agent-u"
+	setup(t, ns, []string{node}, map[string]string{"rt-net": "br-rt", "via-bridge": "br-primary"})
+	primary := &nadv1.NetworkAttachmentDefinition{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "via-annotation", Annotations: map[string]string{isov1.AnnotationRTUplink: "eth0"}},
+		Spec:       nadv1.NetworkAttachmentDefinitionSpec{Config: `{"cniVersion":"0.3.1","type":"bridge","bridge":"br-rt"}`},
+	}
+	if err := env.Client.Create(ctx, primary); err != nil {
+		t.Fatal(err)
+	}
+	h := newHost(map[string]string{"br-rt": "eth1", "br-primary": "eth0"})
+	agentWith(t, node, h, nil, []string{"eth1"})
+
+	place(t, ns, "ok", "rt-net", node)
+	place(t, ns, "annotated", "via-annotation", node)
+	place(t, ns, "bridged", "via-bridge", node)
+	waitSchedule(t, h, "eth1="+ns+"/ok")
+	crawlerStatus(t, ns, "ok", "scheduled on eth1", func(s *isov1.RTNICStatus) bool { return s.Uplink == "eth1" && s.NotScheduled == "" })
+	for _, name := range []string{"annotated", "bridged"} {
+		c := crawlerStatus(t, ns, name, "not scheduled", func(s *isov1.RTNICStatus) bool { return s.NotScheduled != "" })
+		msg := c.Status.RTNIC.NotScheduled
+		if c.Status.RTNIC.Uplink != "" || !strings.Contains(msg, "host interface eth0") || !strings.Contains(msg, "not one of the RT uplinks the cluster administrator named (eth1)") ||
+			!strings.Contains(msg, "rtUplinks") {
+			t.Errorf("%s: status.rtNIC %+v; want no uplink and a notScheduled naming eth0, the named eth1 and rtUplinks", name, c.Status.RTNIC)
+		}
+		eventually(t, name+": an Event "+isov1.EventReasonRTNICNotScheduled, func() (bool, string) {
+			return hasEvent(ns, name, isov1.EventReasonRTNICNotScheduled, func(e corev1.Event) bool { return strings.Contains(e.Message, "eth0") })
+		})
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.touched["eth0"] {
+		t.Error("the agent programmed eth0, an interface the administrator did not name")
 	}
 }
 

@@ -191,6 +191,12 @@ func NetworkNotAllowed(err error) Verdict {
 	return Verdict{Reason: isov1.ReasonRTNetworkNotAllowed, Stuck: true, Message: err.Error()}
 }
 
+// UplinkNotAllowed: the RT network names a host uplink that the cluster administrator did
+// not name (stuck: the network or the administrator's list must change).
+func UplinkNotAllowed(err error) Verdict {
+	return Verdict{Reason: isov1.ReasonRTUplinkNotAllowed, Stuck: true, Message: "spec.rtNIC.networkName: " + err.Error()}
+}
+
 // NetworkNotFound: the RT network does not exist (stuck until someone creates it).
 func NetworkNotFound(key string) Verdict {
 	return Verdict{Reason: isov1.ReasonRTNetworkNotFound, Stuck: true, Message: fmt.Sprintf("spec.rtNIC.networkName: NetworkAttachmentDefinition %s not found; create it or fix the name", key)}

@@ -68,3 +68,17 @@ func sharedList(shared []string) string {
 	}
 	return strings.Join(shared, ", ")
 }
+
+// UplinkAllowed refuses an RT network whose NetworkAttachmentDefinition names, with
+// AnnotationRTUplink, a host interface that is not one of the RT uplinks the cluster
+// administrator named (uplinks): a namespace's network never chooses which host
+// interface the root NIC agent reshapes. A network that names none is the NIC agent's
+// to judge on each node (its bridge's port must be a named uplink too).
+func UplinkAllowed(nad *nadv1.NetworkAttachmentDefinition, uplinks []string) error {
+	link, ok := nad.Annotations[isov1.AnnotationRTUplink]
+	if !ok || slices.Contains(uplinks, link) {
+		return nil
+	}
+	return fmt.Errorf("NetworkAttachmentDefinition %s/%s: its annotation %s names host interface %q, which is not one of the RT uplinks the cluster administrator named (%s); remove the annotation or name one of those, or have the administrator add %q to rtUplinks in the ConfigMap isochron-networks",
+		nad.Namespace, nad.Name, isov1.AnnotationRTUplink, link, sharedList(uplinks), link)
+}
