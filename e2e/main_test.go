@@ -66,7 +66,9 @@ const (
 	operatorNS  = "isochron-system"
 	operatorDep = "isochron-controller-manager"
 	nicAgentDS  = "isochron-nic-agent"
-	fieldOwner  = client.FieldOwner("isochron-e2e")
+	// networksConfigMap holds the administrator's RT-network settings.
+	networksConfigMap = "isochron-networks"
+	fieldOwner        = client.FieldOwner("isochron-e2e")
 )
 
 // cl talks to the cluster under test.
@@ -149,6 +151,12 @@ func operatorObjects() ([]*unstructured.Unstructured, error) {
 			}
 		case u.GetKind() == "DaemonSet" && u.GetName() == nicAgentDS:
 			if err := setAgentImage(u); err != nil {
+				return nil, err
+			}
+		case u.GetKind() == "ConfigMap" && u.GetName() == networksConfigMap && rtUplink != "":
+			// The administrator names the nodes' RT uplink: the only interface the NIC
+			// agents program.
+			if err := unstructured.SetNestedField(u.Object, rtUplink, "data", "rtUplinks"); err != nil {
 				return nil, err
 			}
 		}

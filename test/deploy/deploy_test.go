@@ -226,9 +226,10 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 	})
 
 	t.Run("the NIC agent runs with its RBAC and reports a node without the RT bridge", func(t *testing.T) {
-		// The agent binary with config/default's nic-agent ServiceAccount, for the node
-		// of the sample crawler with an RT-NIC. This host has no bridge br-rt: the agent
-		// reports it on the Node (and touches nothing: no link carries isochron's
+		// The agent binary with config/default's nic-agent ServiceAccount and a token
+		// bound to its pod on the node of the sample crawler with an RT-NIC, as the
+		// DaemonSet runs it. This host has no bridge br-rt: the agent reports it on the
+		// Node and on the crawler (and touches nothing: no link carries isochron's
 		// schedule here).
 		c := &isov1.CrawlerVM{}
 		if err := env.Client.Get(ctx, crawlers[0], c); err != nil {
@@ -239,7 +240,7 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 		}
 		node := c.Status.Placement.Node
 		log := &syncBuffer{}
-		stopAgent := startBinary(t, "nic-agent", log, "--kubeconfig", serviceAccountKubeconfig(t, systemNS, nicAgentSA),
+		stopAgent := startBinary(t, "nic-agent", log, "--kubeconfig", agentKubeconfig(t, node),
 			"--node-name", node, "--health-probe-bind-address", freePort(t))
 		waitFor(t, "the NIC agent's RTUplinkUnavailable Event on "+node, func() (bool, string) {
 			var events corev1.EventList
@@ -253,8 +254,21 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 			}
 			return false, log.String()
 		})
+		waitFor(t, "the NIC agent to say on "+crawlers[0].String()+" why its RT-NIC is not scheduled", func() (bool, string) {
+			c := &isov1.CrawlerVM{}
+			if err := env.Client.Get(ctx, crawlers[0], c); err != nil {
+				return false, err.Error()
+			}
+			return c.Status.RTNIC != nil && strings.Contains(c.Status.RTNIC.NotScheduled, "bridge br-rt"), fmt.Sprintf("%+v", c.Status.RTNIC)
+		})
 		stopAgent()
 	})
+
+	t.Run("a NIC agent writes only status.rtNIC of its own node's crawlers", func(t *testing.T) {
+		testNICAgentIsBoundToItsNode(t, crawlers)
+	})
+
+	t.Run("only KubeVirt names a VMI's launcher pods", testLauncherIdentity)
 
 	t.Run("RT networks of other namespaces are refused at admission unless shared", func(t *testing.T) {
 		c := &isov1.CrawlerVM{}

@@ -1,0 +1,224 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/controllers"
+)
+
+// agentPod is the pod of the NIC agent on node, as its DaemonSet makes it: in the
+// system namespace, with the agent's ServiceAccount, bound to node. It is only an API
+// object here (no kubelet runs it); a token bound to it names its node.
+func agentPod(t *testing.T, node string) *corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: systemNS, Name: "isochron-nic-agent-" + node},
+		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: nicAgentSA, AutomountServiceAccountToken: ptr(false),
+			Containers: []corev1.Container{{Name: "nic-agent", Image: "nic-agent"}}},
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err == nil {
+		return pod
+	}
+	if err := env.Client.Create(ctx, pod); err != nil {
+		t.Fatalf("creating the NIC agent's pod on %s: %v", node, err)
+	}
+	return pod
+}
+
+// podBoundToken is a token of the NIC agent's ServiceAccount bound to pod, as the
+// kubelet projects it into the agent's container: the API server names the pod's node
+// in its user info (authentication.kubernetes.io/node-name).
+func podBoundToken(t *testing.T, pod *corev1.Pod) string {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(systemNS).CreateToken(context.Background(), nicAgentSA, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		ExpirationSeconds: ptr(int64(3600)),
+		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("a token bound to pod %s: %v", pod.Name, err)
+	}
+	return tr.Status.Token
+}
+
+// agentKubeconfig is a kubeconfig of the NIC agent on node, its token bound to its pod.
+func agentKubeconfig(t *testing.T, node string) string {
+	t.Helper()
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["envtest"] = &clientcmdapi.Cluster{Server: env.Config.Host, CertificateAuthorityData: env.Config.CAData}
+	cfg.AuthInfos["agent"] = &clientcmdapi.AuthInfo{Token: podBoundToken(t, agentPod(t, node))}
+	cfg.Contexts["agent"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "agent", Namespace: systemNS}
+	cfg.CurrentContext = "agent"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// clientWithToken is a client that authenticates with token.
+func clientWithToken(t *testing.T, token string) client.Client {
+	t.Helper()
+	cfg := rest.AnonymousClientConfig(env.Config)
+	cfg.BearerToken = token
+	c, err := client.New(cfg, client.Options{Scheme: controllers.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// applyRTNIC writes status.rtNIC of crawler key as the NIC agent does (server-side
+// apply, its field owner), with c.
+func applyRTNIC(c client.Client, key client.ObjectKey, extra map[string]any) error {
+	status := map[string]any{"rtNIC": map[string]any{"class": "EF", "raise": int64(0), "deadline": "5ms", "clean": int64(0), "uplink": "eth1"}}
+	for k, v := range extra {
+		status[k] = v
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"status": status}}
+	u.SetGroupVersionKind(isov1.GroupVersion.WithKind("CrawlerVM"))
+	u.SetNamespace(key.Namespace)
+	u.SetName(key.Name)
+	return c.Status().Patch(context.Background(), u, client.Apply, client.FieldOwner(isov1.NICAgent), client.ForceOwnership)
+}
+
+// testNICAgentIsBoundToItsNode plays a NIC agent's stolen token, and one of another
+// node, against config/default's admission policy nic-agent-node-bound: an agent writes
+// status.rtNIC of the crawlers placed on its node and nothing else.
+func testNICAgentIsBoundToItsNode(t *testing.T, crawlers []client.ObjectKey) {
+	ctx := context.Background()
+	placed := map[string]client.ObjectKey{}
+	for _, key := range crawlers {
+		c := &isov1.CrawlerVM{}
+		if err := env.Client.Get(ctx, key, c); err != nil {
+			t.Fatal(err)
+		}
+		if c.Status.Placement != nil {
+			placed[c.Status.Placement.Node] = key
+		}
+	}
+	for node, key := range placed {
+		own := clientWithToken(t, podBoundToken(t, agentPod(t, node)))
+		waitFor(t, "the agent of "+node+" to write status.rtNIC of "+key.String(), func() (bool, string) {
+			err := applyRTNIC(own, key, nil)
+			return err == nil, fmt.Sprint(err)
+		})
+		if err := applyRTNIC(own, key, map[string]any{"placement": map[string]any{"node": "elsewhere"}}); err == nil ||
+			!strings.Contains(err.Error(), "the NIC agent may change only status.rtNIC") {
+			t.Errorf("the agent of %s moved %s: %v; want refused (only status.rtNIC)", node, key, err)
+		}
+		for other := range placed {
+			if other == node {
+				continue
+			}
+			stranger := clientWithToken(t, podBoundToken(t, agentPod(t, other)))
+			err := applyRTNIC(stranger, key, nil)
+			if err == nil || !strings.Contains(err.Error(), "the NIC agent of node "+other+" may write only the crawlers placed on its node") {
+				t.Errorf("the agent of %s wrote %s, placed on %s: %v; want refused", other, key, node, err)
+			}
+		}
+		// A token of the agent's ServiceAccount that names no node (a TokenRequest
+		// without a pod, a token copied out of a Secret) writes nothing.
+		unbound := clientWithToken(t, token(t, systemNS, nicAgentSA))
+		if err := applyRTNIC(unbound, key, nil); err == nil || !strings.Contains(err.Error(), "names no node") {
+			t.Errorf("an unbound token of the agent wrote %s: %v; want refused", key, err)
+		}
+	}
+	if len(placed) < 2 {
+		t.Errorf("the samples are placed on %d node(s): the test needs two to play one node's agent against another's", len(placed))
+	}
+}
+
+// testLauncherIdentity plays a namespace editor against config/default's admission
+// policy launcher-identity: KubeVirt's edit role lets it write a VMI whole, status
+// included, and the NIC agent believes status.activePods to tell a VMI's launcher pod.
+// Only KubeVirt's ServiceAccounts may write that field.
+func testLauncherIdentity(t *testing.T) {
+	ctx := context.Background()
+	const ns = "tenant-l"
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	// The tenant may do with VMIs what KubeVirt's kubevirt.io:edit role allows.
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vmi-editor"}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{"kubevirt.io"}, Resources: []string{"virtualmachineinstances"},
+		Verbs: []string{"get", "delete", "create", "update", "patch", "list", "watch"},
+	}}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alice"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "alice"}}}
+	for _, o := range []client.Object{role, binding} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	as := func(user string, groups ...string) client.Client {
+		cfg := rest.CopyConfig(env.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
+		c, err := client.New(cfg, client.Options{Scheme: controllers.Scheme()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	alice := as("alice")
+	kubevirt := as("system:serviceaccount:kubevirt:kubevirt-controller", "system:serviceaccounts", "system:serviceaccounts:kubevirt")
+	vmi := func(name string, pods map[types.UID]string) *kubevirtv1.VirtualMachineInstance {
+		v := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		v.Spec.Domain.Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}
+		v.Status.ActivePods = pods
+		return v
+	}
+	waitFor(t, "the policy to refuse a tenant's VMI that names its launcher", func() (bool, string) {
+		err := alice.Create(ctx, vmi("forged", map[types.UID]string{"0000-impostor": "rt-node-1"}), client.DryRunAll)
+		return err != nil && strings.Contains(err.Error(), "only KubeVirt"), fmt.Sprint(err)
+	})
+	mine := vmi("mine", nil)
+	if err := alice.Create(ctx, mine); err != nil {
+		t.Fatalf("a tenant's VMI without status.activePods: %v", err)
+	}
+	// KubeVirt names its launcher; the tenant cannot name another, nor add one.
+	mine.Status.ActivePods = map[types.UID]string{"1111-launcher": "rt-node-1"}
+	if err := kubevirt.Update(ctx, mine); err != nil {
+		t.Fatalf("KubeVirt writing status.activePods: %v", err)
+	}
+	for name, pods := range map[string]map[types.UID]string{
+		"another pod":  {"0000-impostor": "rt-node-1"},
+		"one more pod": {"1111-launcher": "rt-node-1", "0000-impostor": "rt-node-1"},
+	} {
+		forged := mine.DeepCopy()
+		forged.Status.ActivePods = pods
+		if err := alice.Update(ctx, forged); err == nil || !strings.Contains(err.Error(), "only KubeVirt") {
+			t.Errorf("a tenant naming %s in status.activePods: %v; want refused", name, err)
+		}
+	}
+	// Everything else of its own VMI's status stays the tenant's to write, as before.
+	other := mine.DeepCopy()
+	other.Status.Reason = "tenant"
+	if err := alice.Update(ctx, other); err != nil {
+		t.Errorf("a tenant's write that leaves status.activePods alone: %v", err)
+	}
+}
