@@ -208,7 +208,7 @@ func TestVCPUGuardMakesDedicatedVCPUsRealtime(t *testing.T) {
 	// labels, owner and container name.
 	vmi, _ := runVMI(t, k, ns, "forged", node)
 	impostor := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "impostor",
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "virt-launcher-forged-x", // listed after the launcher
 			Labels:          map[string]string{kubevirtv1.AppLabel: "virt-launcher", kubevirtv1.CreatedByLabel: string(vmi.UID)},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "kubevirt.io/v1", Kind: "VirtualMachineInstance", Name: vmi.Name, UID: vmi.UID}}},
 		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "compute", Image: "busybox"}}},
