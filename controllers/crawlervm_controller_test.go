@@ -323,6 +323,39 @@ func TestAnotherNamespacesNetworkIsRefused(t *testing.T) {
 	}
 }
 
+// A namespace's network cannot choose the host interface the root NIC agent reshapes: one
+// that names an uplink the administrator did not name is refused, and starts once it
+// names one that is.
+func TestNetworkNamingAnotherUplinkIsRefused(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	createNode(t, rtNode("uplink-1", "it", "uplink"), 8)
+	nad := &nadv1.NetworkAttachmentDefinition{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rt-primary", Annotations: map[string]string{isov1.AnnotationRTUplink: "eth0"}},
+		Spec:       nadv1.NetworkAttachmentDefinitionSpec{Config: `{"cniVersion":"0.3.1","type":"bridge","bridge":"br-rt"}`},
+	}
+	if err := k8s.Create(ctx, nad); err != nil {
+		t.Fatal(err)
+	}
+	c := crawler(ns, "greedy", withSelector("it", "uplink"), withRTNIC("rt-primary"))
+	if err := k8s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	waitForCrawler(t, c, "Ready=False "+isov1.ReasonRTUplinkNotAllowed, func(c *isov1.CrawlerVM) bool {
+		ready := apimeta.FindStatusCondition(c.Status.Conditions, isov1.ConditionReady)
+		return ready != nil && ready.Reason == isov1.ReasonRTUplinkNotAllowed && strings.Contains(ready.Message, `host interface "eth0"`) &&
+			strings.Contains(ready.Message, testUplink) && strings.Contains(ready.Message, "rtUplinks")
+	})
+	if get(t, &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "greedy"}}) {
+		t.Error("a VMI runs on a network that names an uplink the administrator did not name")
+	}
+	nad.Annotations[isov1.AnnotationRTUplink] = testUplink
+	if err := k8s.Update(ctx, nad); err != nil {
+		t.Fatal(err)
+	}
+	waitForVMI(t, client.ObjectKey{Namespace: ns, Name: "greedy"}, func(*kubevirtv1.VirtualMachineInstance) bool { return true })
+}
+
 func TestPlacementNeverOversubscribesANode(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)

@@ -176,7 +176,8 @@ func run(m *testing.M) int {
 	}
 	probes := slo.DefaultOptions("isochron/rtprobe:test")
 	probes.Grace = 2 * time.Second // a short grace lets the Job controller time a probe out within a test
-	r := controllers.NewCrawlerVMReconciler(mgr, controllers.WithConcurrency(4), controllers.WithProbes(probes), controllers.WithClock(clk))
+	r := controllers.NewCrawlerVMReconciler(mgr, controllers.WithConcurrency(4), controllers.WithProbes(probes), controllers.WithClock(clk),
+		controllers.WithRTUplinks([]string{testUplink}))
 	if err := r.SetupWithManager(mgr); err != nil {
 		panic(err)
 	}
@@ -189,6 +190,9 @@ func run(m *testing.M) int {
 	}
 	return code
 }
+
+// testUplink is the RT uplink the administrator names for the suite's operator.
+const testUplink = "rt-up0"
 
 func zapLevel() zapcore.Level {
 	if os.Getenv("TEST_VERBOSE") != "" {
