@@ -302,9 +302,39 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 			err := env.Client.Create(ctx, other.DeepCopy(), client.DryRunAll)
 			return err == nil, fmt.Sprint(err)
 		})
+		// A crawler applied while tenant-b was shared, with a finalizer (as the garbage
+		// collector's foreground deletion of a namespace puts on it).
+		kept := other.DeepCopy()
+		kept.Name, kept.Finalizers = "kept", []string{metav1.FinalizerDeleteDependents}
+		if err := env.Client.Create(ctx, kept); err != nil {
+			t.Fatal(err)
+		}
 		cm.Data["sharedNamespaces"] = ""
 		if err := env.Client.Update(ctx, cm); err != nil {
 			t.Fatal(err)
+		}
+		waitFor(t, "the admission policy to refuse tenant-b/rt-net again", func() (bool, string) {
+			err := env.Client.Create(ctx, other.DeepCopy(), client.DryRunAll)
+			return err != nil, fmt.Sprint(err)
+		})
+		// The administrator stopped sharing tenant-b: a write that leaves the spec alone
+		// is still admitted, so the garbage collector can remove its finalizer and a
+		// namespace's deletion never hangs on it; a spec change is judged.
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(kept), kept); err != nil {
+			t.Fatal(err)
+		}
+		changed := kept.DeepCopy()
+		changed.Spec.RPS++
+		if err := env.Client.Patch(ctx, changed, client.MergeFrom(kept), client.DryRunAll); err == nil || !strings.Contains(err.Error(), "spec.rtNIC.networkName") {
+			t.Errorf("a spec change of a crawler on a network no longer shared: %v; want refused", err)
+		}
+		before := kept.DeepCopy()
+		kept.Finalizers = nil
+		if err := env.Client.Patch(ctx, kept, client.MergeFrom(before)); err != nil {
+			t.Errorf("removing the finalizer of a crawler on a network no longer shared: %v; want admitted (the garbage collector does this)", err)
+		}
+		if err := env.Client.Delete(ctx, kept); err != nil {
+			t.Error(err)
 		}
 	})
 
