@@ -79,7 +79,8 @@ func dedicated(c *isov1.CrawlerVM, node string) bool {
 
 // Reconcile reads the vCPU threads of every dedicated crawler on the node and makes
 // realtime those due (hostsched.Due). A crawler whose QEMU does not run here (starting,
-// moving, gone) is skipped; a failed read or set is an error, retried.
+// moving, gone) is skipped; a failed read or set is logged (and a refused set said in an
+// Event) and tried again at the next look, Every later.
 func (g *VCPUGuard) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
 	var crawlers isov1.CrawlerVMList
@@ -155,11 +156,16 @@ func (g *VCPUGuard) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result,
 			delete(g.since, domain)
 		}
 	}
-	res := ctrl.Result{}
-	if len(seen) > 0 {
-		res.RequeueAfter = g.Every
+	if len(seen) == 0 {
+		return ctrl.Result{}, errors.Join(errs...)
 	}
-	return res, errors.Join(errs...)
+	// The guard looks again every Every whatever failed: a thread it could not read or
+	// set is tried again then (and said in an Event), not after the controller's error
+	// backoff, which grows to minutes while a thread stays refused.
+	if err := errors.Join(errs...); err != nil {
+		logger.Error(err, "Guarding the vCPU threads of the node's dedicated crawlers")
+	}
+	return ctrl.Result{RequeueAfter: g.Every}, nil
 }
 
 // SetupWithManager reads the threads on every change of a CrawlerVM on the node, and
