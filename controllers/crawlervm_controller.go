@@ -57,6 +57,8 @@ type CrawlerVMReconciler struct {
 	sharedNetworks []string
 	// rtUplinks are the host interfaces the administrator named as RT uplinks.
 	rtUplinks []string
+	// restarts serialises the restarts of an RT network's crawlers.
+	restarts restartTurns
 
 	metrics *metrics
 	// placer decides where crawlers go and holds their reservations.
@@ -249,6 +251,9 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 			break // moving: the move's next step comes with KubeVirt's next report
 		}
 	}
+	if st.wait > 0 && (after == 0 || st.wait < after) {
+		after = st.wait
+	}
 	return ctrl.Result{RequeueAfter: after}, nil
 }
 
@@ -271,6 +276,15 @@ type statusWriter struct {
 	readyStuck *bool
 	// world is what the reconcile read of the crawler's world (readWorld), nil before.
 	world *world
+	// wait is when the reconcile must look again at the latest (0: no such need).
+	wait time.Duration
+}
+
+// retryAfter asks the reconcile to look again within d.
+func (w *statusWriter) retryAfter(d time.Duration) {
+	if w.wait == 0 || d < w.wait {
+		w.wait = d
+	}
 }
 
 // after queues f until the status is written.

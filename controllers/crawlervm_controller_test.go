@@ -301,7 +301,30 @@ func TestMissingRTNetworkIsReportedUntilCreated(t *testing.T) {
 		t.Error("a VMI exists although its RT network does not")
 	}
 	createNAD(t, ns, "rt-missing")
-	waitForVMI(t, client.ObjectKey{Namespace: ns, Name: "netless"}, func(*kubevirtv1.VirtualMachineInstance) bool { return true })
+	vmi := waitForVMI(t, client.ObjectKey{Namespace: ns, Name: "netless"}, func(*kubevirtv1.VirtualMachineInstance) bool { return true })
+	setVMIPhase(t, vmi, kubevirtv1.Running, "nad-1")
+	waitForCrawler(t, c, "Ready", func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionReady, metav1.ConditionTrue, isov1.ReasonVMIRunning)
+	})
+
+	// The network deleted under the running crawler: its VMI keeps the RT-NIC it started
+	// with and runs on. The crawler is not reported down (no outage), its VMI is not
+	// restarted, and it says it could not start again.
+	if err := k8s.Delete(ctx, &nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rt-missing"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitForCrawler(t, c, "Ready, saying the network is gone", func(c *isov1.CrawlerVM) bool {
+		ready := apimeta.FindStatusCondition(c.Status.Conditions, isov1.ConditionReady)
+		return ready != nil && ready.Status == metav1.ConditionTrue && strings.Contains(ready.Message, "no longer exists") &&
+			strings.Contains(ready.Message, "cannot start again")
+	})
+	now := &kubevirtv1.VirtualMachineInstance{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(vmi), now); err != nil || now.UID != vmi.UID || !now.DeletionTimestamp.IsZero() {
+		t.Errorf("the running VMI after its network was deleted: %v (UID %s, was %s; deleting %v)", err, now.UID, vmi.UID, now.DeletionTimestamp)
+	}
+	if len(c.Status.Outages) > 0 {
+		t.Errorf("outages %+v: a crawler whose network was deleted under it runs on", c.Status.Outages)
+	}
 }
 
 func TestAnotherNamespacesNetworkIsRefused(t *testing.T) {
@@ -965,4 +988,90 @@ func TestNodeAndPodChangesReachTheNextDecision(t *testing.T) {
 	waitForCrawler(t, late, "placed on taken-1 once the pod is gone", func(c *isov1.CrawlerVM) bool {
 		return hasCondition(c, isov1.ConditionPlaced, metav1.ConditionTrue, isov1.ReasonPlaced) && c.Status.Placement.Node == "taken-1"
 	})
+}
+
+// A change of a shared RT network that every crawler on it must restart for (its binding)
+// restarts them one at a time, in name order, each after the one before runs again:
+// never every crawler of the network at once.
+func TestNetworkChangeRestartsItsCrawlersOneAtATime(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	createNode(t, rtNode("roll-1", "it", "roll"), 32)
+	createNAD(t, ns, "rt-shared")
+	var vmis []*kubevirtv1.VirtualMachineInstance
+	var crawlers []*isov1.CrawlerVM
+	for _, name := range []string{"roll-a", "roll-b", "roll-c"} {
+		c := crawler(ns, name, withSelector("it", "roll"), withRTNIC("rt-shared"))
+		if err := k8s.Create(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		vmi := waitForVMI(t, client.ObjectKeyFromObject(c), func(*kubevirtv1.VirtualMachineInstance) bool { return true })
+		setVMIPhase(t, vmi, kubevirtv1.Running, "roll-1")
+		waitForCrawler(t, c, "Ready", func(c *isov1.CrawlerVM) bool {
+			return hasCondition(c, isov1.ConditionReady, metav1.ConditionTrue, isov1.ReasonVMIRunning)
+		})
+		vmis, crawlers = append(vmis, vmi), append(crawlers, c)
+	}
+	// The network becomes an SR-IOV one: every crawler's VMI must restart to take it.
+	nad := &nadv1.NetworkAttachmentDefinition{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "rt-shared"}, nad); err != nil {
+		t.Fatal(err)
+	}
+	nad.Annotations = map[string]string{isov1.AnnotationMultusResourceName: "intel.com/sriov_vf"}
+	if err := k8s.Update(ctx, nad); err != nil {
+		t.Fatal(err)
+	}
+	// gone says which of the original VMIs are gone or being deleted.
+	gone := func() []bool {
+		out := make([]bool, len(vmis))
+		for i, v := range vmis {
+			now := &kubevirtv1.VirtualMachineInstance{}
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(v), now)
+			out[i] = err != nil || now.UID != v.UID || !now.DeletionTimestamp.IsZero()
+		}
+		return out
+	}
+	restarted := make([]bool, len(vmis))
+	for range vmis {
+		// Exactly one crawler that has not restarted yet restarts; the others wait.
+		var next int
+		eventually(t, "the next crawler restarting", func() (bool, string) {
+			g, n := gone(), 0
+			for i := range g {
+				if g[i] && !restarted[i] {
+					next, n = i, n+1
+				}
+			}
+			if n > 1 {
+				t.Fatalf("%d crawlers of the network restart at once (VMIs gone: %v, restarted before: %v): one at a time", n, g, restarted)
+			}
+			return n == 1, fmt.Sprintf("gone %v", g)
+		})
+		for i := range vmis {
+			if !restarted[i] && i != next {
+				waitForCrawler(t, crawlers[i], "waiting for its turn", func(c *isov1.CrawlerVM) bool {
+					ready := apimeta.FindStatusCondition(c.Status.Conditions, isov1.ConditionReady)
+					return ready != nil && ready.Status == metav1.ConditionTrue && strings.Contains(ready.Message, "waits to restart") &&
+						strings.Contains(ready.Message, ns+"/"+vmis[next].Name)
+				})
+			}
+		}
+		// KubeVirt starts the new VMI; it runs, and the next one may restart.
+		v := vmis[next]
+		started := waitForVMI(t, client.ObjectKeyFromObject(v), func(n *kubevirtv1.VirtualMachineInstance) bool { return n.UID != v.UID })
+		if g := gone(); slices.ContainsFunc(indexes(g), func(i int) bool { return g[i] && !restarted[i] && i != next }) {
+			t.Fatalf("another crawler restarted before %s ran again: gone %v", v.Name, g)
+		}
+		setVMIPhase(t, started, kubevirtv1.Running, "roll-1")
+		restarted[next] = true
+	}
+}
+
+// indexes is 0..len(s)-1.
+func indexes[T any](s []T) []int {
+	out := make([]int, len(s))
+	for i := range out {
+		out[i] = i
+	}
+	return out
 }

@@ -81,10 +81,16 @@ func (r *CrawlerVMReconciler) runVM(ctx context.Context, cvm *isov1.CrawlerVM, s
 	}
 	binding, guestDSCP, err := r.rtBinding(ctx, cvm)
 	var notNamed *uplinkNotAllowed
+	// networkGone: the RT network was deleted under a crawler whose VM exists. Its VMI
+	// keeps its RT-NIC (Multus attached it at start) and runs on: the VM is left as it is,
+	// and the crawler is not reported down, only unable to start again.
+	networkGone := false
 	switch {
 	case errors.As(err, &notNamed):
 		r.setReady(cvm, st, readiness.UplinkNotAllowed(notNamed.error))
 		return nil, nil
+	case apierrors.IsNotFound(err) && w.VM != nil:
+		networkGone = true
 	case apierrors.IsNotFound(err):
 		r.setReady(cvm, st, readiness.NetworkNotFound(render.NetworkKey(cvm).String()))
 		return nil, nil
@@ -135,7 +141,11 @@ func (r *CrawlerVMReconciler) runVM(ctx context.Context, cvm *isov1.CrawlerVM, s
 		return nil, nil // the VM is read again when KubeVirt has adopted the VMI
 	}
 
-	switch render.PlanVMWrite(vm, in) {
+	plan := render.PlanVMWrite(vm, in)
+	if networkGone && plan == render.WriteApply {
+		plan = render.WriteNothing // nothing to render its RT-NIC from: the template stays as it is
+	}
+	switch plan {
 	case render.WriteApply:
 		if err := r.applyVM(ctx, desired); err != nil {
 			return nil, err
@@ -168,7 +178,13 @@ func (r *CrawlerVMReconciler) runVM(ctx context.Context, cvm *isov1.CrawlerVM, s
 			return nil, err
 		}
 	}
+	waitFor := ""
 	if scope.VMI != nil && restartForInputs(vm, vmi) {
+		if waitFor, err = r.restartTurn(ctx, cvm, vmi); err != nil {
+			return nil, err
+		}
+	}
+	if scope.VMI != nil && restartForInputs(vm, vmi) && waitFor == "" {
 		// A changed input KubeVirt cannot apply to the running VMI: it starts the new one
 		// (runStrategy Always) once this one is gone.
 		if err := r.Delete(ctx, vmi, client.Preconditions{UID: &vmi.UID}); client.IgnoreNotFound(err) != nil {
@@ -180,6 +196,13 @@ func (r *CrawlerVMReconciler) runVM(ctx context.Context, cvm *isov1.CrawlerVM, s
 		return nil, nil
 	}
 	v := readiness.Judge(scope)
+	if networkGone {
+		v = readiness.NetworkGone(v, render.NetworkKey(cvm).String())
+	}
+	if waitFor != "" {
+		v.Message += fmt.Sprintf("; a changed input waits to restart VMI %s until %s, on the same RT network, has restarted (one crawler of a network restarts at a time)", vmi.Name, waitFor)
+		st.retryAfter(restartTurnEvery)
+	}
 	r.setReady(cvm, st, v)
 	if err := r.carryOutMove(ctx, cvm, st, vm, scope.VMI); err != nil {
 		return nil, err
@@ -331,6 +354,46 @@ func restartForInputs(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMach
 		return false
 	}
 	return restartRequired(vm) && vmi.Annotations[isov1.AnnotationVMInputs] != vm.Spec.Template.ObjectMeta.Annotations[isov1.AnnotationVMInputs]
+}
+
+// restartTurnEvery is how often a crawler that waits for its turn to restart looks again.
+const restartTurnEvery = 10 * time.Second
+
+// restartTurn is whose restart the crawler waits for before it restarts its VMI vmi for a
+// changed input: one crawler of an RT network at a time (restartTurns), the others' turn
+// judged from their status, VMs and VMIs in the cache (readiness.RestartTurn). "" when it
+// is the crawler's turn, which it then holds, or it has no RT-NIC.
+func (r *CrawlerVMReconciler) restartTurn(ctx context.Context, cvm *isov1.CrawlerVM, vmi *kubevirtv1.VirtualMachineInstance) (string, error) {
+	if cvm.Spec.RTNIC == nil {
+		return "", nil
+	}
+	network := render.NetworkKey(cvm).String()
+	return r.restarts.take(ctx, r.Client, network, client.ObjectKeyFromObject(cvm), vmi.UID, r.clock.Now(), func() (string, error) {
+		list := &isov1.CrawlerVMList{}
+		if err := r.List(ctx, list, client.MatchingFields{indexRTNetwork: network}); err != nil {
+			return "", fmt.Errorf("listing the crawlers of network %s: %w", network, err)
+		}
+		var neighbours []readiness.Neighbour
+		for i := range list.Items {
+			c := &list.Items[i]
+			key := client.ObjectKey{Namespace: c.Namespace, Name: render.Name(c)}
+			n := readiness.Neighbour{Key: c.Namespace + "/" + c.Name}
+			if ready := apimeta.FindStatusCondition(c.Status.Conditions, isov1.ConditionReady); ready != nil {
+				n.Restarting = ready.Reason == isov1.ReasonVMIReplacing || ready.Reason == isov1.ReasonVMIPending
+			}
+			vm, err := getOrNil(ctx, r.Client, key, &kubevirtv1.VirtualMachine{})
+			if err != nil {
+				return "", err
+			}
+			other, err := getOrNil(ctx, r.Client, key, &kubevirtv1.VirtualMachineInstance{})
+			if err != nil {
+				return "", err
+			}
+			n.NeedsRestart = vm != nil && other != nil && restartForInputs(vm, other)
+			neighbours = append(neighbours, n)
+		}
+		return readiness.RestartTurn(cvm.Namespace+"/"+cvm.Name, neighbours), nil
+	})
 }
 
 // nodeState is what became of the node the crawler's VMI runs on, or of the node it is

@@ -37,8 +37,10 @@ type Skipped struct {
 }
 
 // Desired is what the agent of node programs: the RT-NICs of the crawlers placed on
-// node, or moving from it, grouped by uplink, in a deterministic order. Crawlers whose network is missing
-// or an SR-IOV network (a VF bypasses the host's qdiscs) are skipped with the reason.
+// node, or moving from it, grouped by uplink, in a deterministic order. Crawlers whose
+// network is missing (unless the host scheduled them already: status.rtNIC.uplink, which
+// they keep) or an SR-IOV network (a VF bypasses the host's qdiscs) are skipped with the
+// reason.
 func Desired(node string, crawlers []isov1.CrawlerVM, nads []nadv1.NetworkAttachmentDefinition) ([]Uplink, []Skipped) {
 	byKey := map[types.NamespacedName]*nadv1.NetworkAttachmentDefinition{}
 	for i := range nads {
@@ -58,7 +60,12 @@ func Desired(node string, crawlers []isov1.CrawlerVM, nads []nadv1.NetworkAttach
 		key := c.Namespace + "/" + c.Name
 		netKey := render.NetworkKey(c)
 		nad, ok := byKey[netKey]
+		var up Uplink
 		switch {
+		case !ok && c.Status.RTNIC != nil && c.Status.RTNIC.Uplink != "":
+			// Deleted under a crawler the host scheduled: its VMI keeps the RT-NIC it
+			// started with, so its traffic keeps its schedule on the uplink it had.
+			up = Uplink{Interface: c.Status.RTNIC.Uplink}
 		case !ok:
 			skipped = append(skipped, Skipped{key, fmt.Sprintf("NetworkAttachmentDefinition %s not found", netKey)})
 			continue
@@ -71,7 +78,9 @@ func Desired(node string, crawlers []isov1.CrawlerVM, nads []nadv1.NetworkAttach
 			skipped = append(skipped, Skipped{key, err.Error()})
 			continue
 		}
-		up := Uplink{Interface: nad.Annotations[isov1.AnnotationRTUplink], Bridge: bridgeOf(nad)}
+		if nad != nil {
+			up = Uplink{Interface: nad.Annotations[isov1.AnnotationRTUplink], Bridge: bridgeOf(nad)}
+		}
 		k := [2]string{up.Interface, up.Bridge}
 		if ups[k] == nil {
 			ups[k] = &up

@@ -74,6 +74,14 @@ func TestDesired(t *testing.T) {
 				{"bms/vf", "bms/rt-vf is an SR-IOV network: its VF bypasses the host's traffic control (the guest can mark its traffic where the network opts in with isochron.io/guest-dscp)"},
 			},
 		},
+		"a network deleted under a crawler the host scheduled: it keeps its uplink": {
+			crawlers: []isov1.CrawlerVM{func() isov1.CrawlerVM {
+				c := placed("bms", "kept", "n1", "deleted", 5*ms)
+				c.Status.RTNIC = &isov1.RTNICStatus{Class: "EF", Deadline: metav1.Duration{Duration: 5 * ms}, Uplink: "eth1"}
+				return c
+			}()},
+			want: []Uplink{{Interface: "eth1", Networks: []string{"bms/deleted"}, Flows: []Flow{flow(placed("bms", "kept", "n1", "deleted", 5*ms))}}},
+		},
 		"a bridge configuration without a bridge is cni0": {
 			crawlers: []isov1.CrawlerVM{a},
 			nads:     []nadv1.NetworkAttachmentDefinition{nad("bms", "rt-net", `{"type":"bridge"}`, nil)},

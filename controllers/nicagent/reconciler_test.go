@@ -51,8 +51,23 @@ type host struct {
 	raises map[string]int
 	drops  map[string]uint64
 	rate   int64 // of the last Apply with flows
-	// touched are the links Apply was ever called on.
+	// touched are the links Apply was ever called on; applies counts the calls.
 	touched map[string]bool
+	applies int
+}
+
+// waitApplies waits until Apply was called n more times than before: the agent has
+// reconciled the node again.
+func (h *host) waitApplies(t *testing.T, n int) {
+	t.Helper()
+	h.mu.Lock()
+	want := h.applies + n
+	h.mu.Unlock()
+	eventually(t, fmt.Sprintf("%d calls of Apply", want), func() (bool, string) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.applies >= want, fmt.Sprintf("%d calls", h.applies)
+	})
 }
 
 func newHost(ports map[string]string) *host {
@@ -101,6 +116,7 @@ func (h *host) Apply(link string, rate int64, flows []nicagent.Flow) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.touched[link] = true
+	h.applies++
 	var keys []string
 	for _, f := range flows {
 		keys = append(keys, f.Key)
@@ -336,9 +352,19 @@ func TestAgentProgramsOnlyTheUplinksTheAdministratorNamed(t *testing.T) {
 		})
 	}
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.touched["eth0"] {
 		t.Error("the agent programmed eth0, an interface the administrator did not name")
+	}
+	h.mu.Unlock()
+
+	// The network deleted under the scheduled crawler: its VMI keeps the RT-NIC, and its
+	// traffic keeps its schedule on the uplink it had.
+	if err := env.Client.Delete(ctx, &nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rt-net"}}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitApplies(t, 3)
+	if got := h.schedule(); got != "eth1="+ns+"/ok" {
+		t.Errorf("schedule %q after the network was deleted, want eth1=%s/ok kept", got, ns)
 	}
 }
 

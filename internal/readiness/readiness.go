@@ -197,6 +197,14 @@ func UplinkNotAllowed(err error) Verdict {
 	return Verdict{Reason: isov1.ReasonRTUplinkNotAllowed, Stuck: true, Message: "spec.rtNIC.networkName: " + err.Error()}
 }
 
+// NetworkGone is v, the verdict on a crawler whose VM exists, told that its RT network
+// (key) was deleted since: its VMI keeps the RT-NIC it was started with and runs on, so
+// the verdict stands, but it cannot start again until the network is back.
+func NetworkGone(v Verdict, key string) Verdict {
+	v.Message += fmt.Sprintf("; its RT network, NetworkAttachmentDefinition %s, no longer exists: the VMI keeps its RT-NIC, but cannot start again until the network is created again", key)
+	return v
+}
+
 // NetworkNotFound: the RT network does not exist (stuck until someone creates it).
 func NetworkNotFound(key string) Verdict {
 	return Verdict{Reason: isov1.ReasonRTNetworkNotFound, Stuck: true, Message: fmt.Sprintf("spec.rtNIC.networkName: NetworkAttachmentDefinition %s not found; create it or fix the name", key)}
@@ -224,4 +232,32 @@ func Progress(reason, message string) Verdict {
 // stuck).
 func NotPlaced(why string) Verdict {
 	return Verdict{Reason: isov1.ReasonNotPlaced, Message: "waiting for a node: " + why}
+}
+
+// Neighbour is another crawler on the same RT network, as a restart's turn is judged:
+// whether it is restarting now (its VM exists and its VMI does not run yet: Ready's reason
+// VMIReplacing or VMIPending), and whether a changed input waits to restart its VMI.
+type Neighbour struct {
+	Key          string
+	Restarting   bool
+	NeedsRestart bool
+}
+
+// RestartTurn says whose restart a crawler (self, its namespace/name) must wait for
+// before restarting its VMI for a changed input: crawlers of one RT network restart one
+// at a time, in key order, so that a change of a shared network (its binding) never
+// takes every crawler on it down at once. "" when it is self's turn.
+func RestartTurn(self string, neighbours []Neighbour) string {
+	first := ""
+	for _, n := range neighbours {
+		switch {
+		case n.Key == self:
+			continue
+		case n.Restarting:
+			return n.Key
+		case n.NeedsRestart && n.Key < self && (first == "" || n.Key < first):
+			first = n.Key
+		}
+	}
+	return first
 }

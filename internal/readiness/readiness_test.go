@@ -140,3 +140,25 @@ func TestVMIOf(t *testing.T) {
 		})
 	}
 }
+
+func TestRestartTurn(t *testing.T) {
+	for name, tc := range map[string]struct {
+		neighbours []Neighbour
+		want       string
+	}{
+		"alone":                       {},
+		"neighbours that run":         {neighbours: []Neighbour{{Key: "bms/a"}, {Key: "bms/z"}}},
+		"one restarting: wait for it": {neighbours: []Neighbour{{Key: "bms/z", Restarting: true}}, want: "bms/z"},
+		"an earlier one waits too: it goes first": {
+			neighbours: []Neighbour{{Key: "bms/c", NeedsRestart: true}, {Key: "bms/a", NeedsRestart: true}}, want: "bms/a",
+		},
+		"a later one that waits: self goes first": {neighbours: []Neighbour{{Key: "bms/z", NeedsRestart: true}}},
+		"self in the list is no neighbour":        {neighbours: []Neighbour{{Key: "bms/m", Restarting: true, NeedsRestart: true}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := RestartTurn("bms/m", tc.neighbours); got != tc.want {
+				t.Errorf("RestartTurn = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
