@@ -36,7 +36,8 @@ type ContentionProfileSpec struct {
 
 // CrawlerProfile is the crawler's CPU demand.
 type CrawlerProfile struct {
-	// cpuPerRequest is the CPU time one request costs the crawler (default 1400us).
+	// cpuPerRequest is the CPU time one request costs the crawler, greater than 0 and at
+	// most 10s (default 1400us).
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
@@ -68,31 +69,35 @@ type CrawlerProfile struct {
 	TargetUtilisation Decimal `json:"targetUtilisation,omitempty"`
 
 	// overloadPenalty is what a request pays at the objective percentile once the peak
-	// exceeds the vCPUs, on top of the overload episode (default 200ms).
+	// exceeds the vCPUs, on top of the overload episode, greater than 0 and at most 1m
+	// (default 200ms).
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('1m')",message="crawler.overloadPenalty must be greater than 0 and at most 1m, for example 200ms"
 	OverloadPenalty *metav1.Duration `json:"overloadPenalty,omitempty"`
 }
 
 // HostProfile is the node's scheduler and host I/O path.
 type HostProfile struct {
 	// ioCostPerRequest is the CPU the host I/O path (vhost and emulator threads) spends
-	// per crawler request (default 300us).
+	// per crawler request, greater than 0 and at most 10s (default 300us).
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('10s')",message="host.ioCostPerRequest must be greater than 0 and at most 10s, for example 300us"
 	IOCostPerRequest *metav1.Duration `json:"ioCostPerRequest,omitempty"`
 
 	// schedulerGranularity is how long a runnable vCPU waits for a CPU when the shared
-	// pool is oversubscribed: the scheduler's timeslice (default 30ms, Xen's credit
-	// scheduler in the BMS crawler study).
+	// pool is oversubscribed: the scheduler's timeslice, greater than 0 and at most 10s
+	// (default 30ms, Xen's credit scheduler in the BMS crawler study).
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('10s')",message="host.schedulerGranularity must be greater than 0 and at most 10s, for example 30ms"
 	SchedulerGranularity *metav1.Duration `json:"schedulerGranularity,omitempty"`
 
 	// reservedCPUs are the CPUs the host I/O path and housekeeping run on (kubelet
