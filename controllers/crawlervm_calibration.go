@@ -64,25 +64,15 @@ func (r *CrawlerVMReconciler) calibrate(ctx context.Context, cvm *isov1.CrawlerV
 			return err
 		}
 	}
-	after, source := inventory.Correction(profile, cal)
+	after := inventory.Correction(profile, cal)
 	r.metrics.calibrationSamples.WithLabelValues(string(res.Verdict)).Inc()
-	if after != before.correction {
+	if after.Correction != before.correction {
 		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.EventReasonRecalibrated,
-			"Probe Job %s measured %s against the model's %s on node %s (ratio %s): the node's correction is now %s (%s), was %s",
+			"Probe Job %s measured %s against the model's %s on node %s (ratio %s): the node's correction is now %s, %s; was %s",
 			res.Job, format.Duration(measured), format.Duration(predicted), node, calibration.Format(s.Ratio),
-			calibration.Format(after), sourceText(source), calibration.Format(before.correction))
+			calibration.Format(after.Correction), after, calibration.Format(before.correction))
 	}
 	return nil
-}
-
-func sourceText(s calibration.Source) string {
-	switch s {
-	case calibration.SourceNode:
-		return "from the node's own probes"
-	case calibration.SourceClass:
-		return "its class's, from the probes on its profile's nodes"
-	}
-	return "none: too few probes"
 }
 
 // recordSample adds s to the node's NodeCalibration, creating it (owned by the Node, so
@@ -137,7 +127,7 @@ func (r *CrawlerVMReconciler) updateClass(ctx context.Context, name string) (*is
 			return err
 		}
 		out = p
-		st := inventory.ClassStatus(p, cals.Items)
+		st := inventory.ClassStatus(p, cals.Items, r.clock.Now())
 		if equality.Semantic.DeepEqual(p.Status, st) {
 			return nil
 		}

@@ -124,7 +124,8 @@ func sameNodes(a, b []placement.Node) bool {
 func (inv *clusterInventory) addNode(n *corev1.Node, profiles []isov1.ContentionProfile, held placement.Held, cal *isov1.NodeCalibration) {
 	inv.nodes = append(inv.nodes, inventory.Node(n, profiles, held, cal))
 	nc := nodeCalibration{profile: inventory.ProfileFor(n, profiles), cal: cal}
-	nc.correction, nc.source = inventory.Correction(nc.profile, nc.cal)
+	a := inventory.Correction(nc.profile, nc.cal)
+	nc.correction, nc.source = a.Correction, a.Source
 	name, gen := inventory.ProfileOf(nc.profile)
 	nc.samples = len(inventory.Samples(nc.cal, name, gen))
 	inv.calibration[n.Name] = nc

@@ -319,9 +319,9 @@ func newNodeCollector(r *CrawlerVMReconciler, leader <-chan struct{}) *nodeColle
 		worst: prometheus.NewDesc("isochron_node_worst_predicted_interval_error_seconds",
 			"Largest interval error the contention model predicts for a crawler on the node (0 without crawlers).", node, nil),
 		correction: prometheus.NewDesc("isochron_node_calibration_correction",
-			"Correction from probes that multiplies every prediction on the node, by source: Node (its own probes), Class (its profile's nodes'), None (too few probes: 1).", []string{"node", "source"}, nil),
+			"Correction from probes that multiplies every prediction on the node, by source: Node (its own probes), Class (its profile's nodes'), None (samples from too few namespaces: 1).", []string{"node", "source"}, nil),
 		samples: prometheus.NewDesc("isochron_node_calibration_samples",
-			"Probe samples of the node's current profile in its NodeCalibration (at most 5).", node, nil),
+			"Probe samples of the node's current profile in its NodeCalibration (at most 15: the 3 newest of each of 5 namespaces).", node, nil),
 	}
 }
 

@@ -236,6 +236,20 @@ const (
 	EventReasonRecalibrated = "Recalibrated"
 )
 
+// The condition of a NodeCalibration's and a ContentionProfile's status.
+const (
+	// ConditionCalibrated is True when the samples make a correction (the node's own, or
+	// the class's), False when they come from too few namespaces: no namespace moves the
+	// shared model alone (docs/contention-model.md, "Recalibration").
+	ConditionCalibrated = "Calibrated"
+	// ReasonEnoughNamespaces: the samples are from enough namespaces; the message gives
+	// the correction and what it rests on.
+	ReasonEnoughNamespaces = "EnoughNamespaces"
+	// ReasonTooFewNamespaces: the samples are from too few namespaces to make a
+	// correction; the message says how many there are and how many are needed.
+	ReasonTooFewNamespaces = "TooFewNamespaces"
+)
+
 // EventReason is the reason of the Event that records a probe with verdict v.
 func (v ProbeVerdict) EventReason() string {
 	switch v {

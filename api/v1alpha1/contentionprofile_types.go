@@ -36,7 +36,8 @@ type ContentionProfileSpec struct {
 
 // CrawlerProfile is the crawler's CPU demand.
 type CrawlerProfile struct {
-	// cpuPerRequest is the CPU time one request costs the crawler (default 1400us).
+	// cpuPerRequest is the CPU time one request costs the crawler, greater than 0 and at
+	// most 10s (default 1400us).
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
@@ -68,31 +69,35 @@ type CrawlerProfile struct {
 	TargetUtilisation Decimal `json:"targetUtilisation,omitempty"`
 
 	// overloadPenalty is what a request pays at the objective percentile once the peak
-	// exceeds the vCPUs, on top of the overload episode (default 200ms).
+	// exceeds the vCPUs, on top of the overload episode, greater than 0 and at most 1m
+	// (default 200ms).
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('1m')",message="crawler.overloadPenalty must be greater than 0 and at most 1m, for example 200ms"
 	OverloadPenalty *metav1.Duration `json:"overloadPenalty,omitempty"`
 }
 
 // HostProfile is the node's scheduler and host I/O path.
 type HostProfile struct {
 	// ioCostPerRequest is the CPU the host I/O path (vhost and emulator threads) spends
-	// per crawler request (default 300us).
+	// per crawler request, greater than 0 and at most 10s (default 300us).
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('10s')",message="host.ioCostPerRequest must be greater than 0 and at most 10s, for example 300us"
 	IOCostPerRequest *metav1.Duration `json:"ioCostPerRequest,omitempty"`
 
 	// schedulerGranularity is how long a runnable vCPU waits for a CPU when the shared
-	// pool is oversubscribed: the scheduler's timeslice (default 30ms, Xen's credit
-	// scheduler in the BMS crawler study).
+	// pool is oversubscribed: the scheduler's timeslice, greater than 0 and at most 10s
+	// (default 30ms, Xen's credit scheduler in the BMS crawler study).
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('10s')",message="host.schedulerGranularity must be greater than 0 and at most 10s, for example 30ms"
 	SchedulerGranularity *metav1.Duration `json:"schedulerGranularity,omitempty"`
 
 	// reservedCPUs are the CPUs the host I/O path and housekeeping run on (kubelet
@@ -137,15 +142,25 @@ type NICProfile struct {
 // ContentionProfileStatus is the class calibration: what probes on every node the
 // profile selects measured against the model with its parameters.
 type ContentionProfileStatus struct {
+	// conditions are Calibrated: True when the class's samples make a class correction
+	// (reason EnoughNamespaces), False when they do not (TooFewNamespaces: the message
+	// says how many namespaces there are and how many are needed).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// observedGeneration is the profile generation the calibration is of; a correction
 	// of an earlier generation is not applied.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// correction is the class correction: the median of the ratios of the latest samples
-	// of every node of the class (their NodeCalibrations), bounded to [0.5, 4]. A node
-	// with fewer than 2 samples of its own takes it. Absent with fewer than 2 samples in
-	// the class.
+	// correction is the class correction, from the latest samples of every node of the
+	// class (their NodeCalibrations) pooled: each namespace's samples give one value,
+	// the median of their ratios (a namespace with crawlers on many nodes still counts
+	// once), and the correction is the median of those values, bounded to [0.5, 4]. A
+	// node whose own samples are from fewer than 3 namespaces takes it. Absent with
+	// samples from fewer than 3 namespaces in the class.
 	// +optional
 	Correction Decimal `json:"correction,omitempty"`
 	// samples is how many samples the correction rests on.
@@ -156,6 +171,11 @@ type ContentionProfileStatus struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	Nodes *int32 `json:"nodes,omitempty"`
+	// namespaces is how many namespaces the samples are from; the class correction
+	// needs 3.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Namespaces *int32 `json:"namespaces,omitempty"`
 }
 
 // ContentionProfile calibrates isochron's contention model for a class of nodes.
@@ -164,6 +184,7 @@ type ContentionProfileStatus struct {
 // +kubebuilder:resource:scope=Cluster,shortName=cprof,categories=isochron
 // +kubebuilder:printcolumn:name="PRECEDENCE",type=integer,JSONPath=`.spec.precedence`
 // +kubebuilder:printcolumn:name="CORRECTION",type=string,JSONPath=`.status.correction`
+// +kubebuilder:printcolumn:name="NAMESPACES",type=integer,JSONPath=`.status.namespaces`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
 type ContentionProfile struct {
 	metav1.TypeMeta `json:",inline"`

@@ -8,6 +8,14 @@ import (
 // model predicted there, and the correction isochron derives from it
 // (docs/contention-model.md, "Recalibration").
 type NodeCalibrationStatus struct {
+	// conditions are Calibrated: True when the samples make a correction of the node's
+	// own (reason EnoughNamespaces), False when they do not (TooFewNamespaces: the
+	// message says how many namespaces there are and how many are needed).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// profile is the ContentionProfile whose parameters the samples' predictions used;
 	// absent for the built-in defaults. A sample of another profile, or of another
 	// generation of it, is dropped: it measured a different model.
@@ -20,15 +28,25 @@ type NodeCalibrationStatus struct {
 	// +kubebuilder:validation:Minimum=1
 	ProfileGeneration int64 `json:"profileGeneration,omitempty"`
 	// samples are the latest conclusive probes (Confirmed or Refuted) of crawlers on the
-	// node, newest first, at most 5.
+	// node, newest first: the 3 newest of each namespace, of the 5 namespaces whose
+	// newest sample is newest, so at most 15. A namespace that probes often keeps only
+	// its own 3 and never pushes another namespace's out.
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=5
+	// +kubebuilder:validation:MaxItems=15
 	Samples []CalibrationSample `json:"samples,omitempty"`
+	// namespaces is how many namespaces the samples are from; the node's own correction
+	// needs 3.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=5
+	Namespaces *int32 `json:"namespaces,omitempty"`
 	// correction is the node's own correction, which multiplies every prediction on the
-	// node: the median of the samples' ratios (of an even count, the middle one nearer 1),
-	// bounded to [0.5, 4]; absent with fewer than 2 samples (the node then takes its
-	// class's correction, if its profile has one).
+	// node: each namespace's samples give one value, the median of their ratios, and the
+	// correction is the median of those values (of an even count, the middle one nearer
+	// 1), bounded to [0.5, 4]. Absent with samples from fewer than 3 namespaces (the node
+	// then takes its class's correction, if its profile has one): no namespace moves it
+	// alone.
 	// +optional
 	Correction Decimal `json:"correction,omitempty"`
 }
@@ -68,6 +86,7 @@ type CalibrationSample struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=ncal,categories=isochron
 // +kubebuilder:printcolumn:name="CORRECTION",type=string,JSONPath=`.status.correction`
+// +kubebuilder:printcolumn:name="NAMESPACES",type=integer,JSONPath=`.status.namespaces`
 // +kubebuilder:printcolumn:name="PROFILE",type=string,JSONPath=`.status.profile`
 // +kubebuilder:printcolumn:name="MEASURED",type=string,JSONPath=`.status.samples[0].measured`
 // +kubebuilder:printcolumn:name="PREDICTED",type=string,JSONPath=`.status.samples[0].predicted`

@@ -170,7 +170,8 @@ func TestPlanGolden(t *testing.T) {
 		"plan-samples.json": {args: append(samples, "-o", "json"), code: exitOK},
 		"plan-tricky.txt":   {args: tricky, code: exitNotPlaced},
 		"plan-tricky.json":  {args: append(tricky, "-o", "json"), code: exitNotPlaced},
-		// rt-node-2's NodeCalibration (correction 3) moves tower-a to rt-node-1.
+		// rt-node-2's NodeCalibration (correction 3, from three namespaces) moves tower-a
+		// to rt-node-1; rt-node-1's, from two namespaces, corrects nothing and says so.
 		"plan-calibrated.txt": {args: calibrated, code: exitOK},
 	}
 	for name, tc := range cases {

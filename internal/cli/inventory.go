@@ -4,6 +4,7 @@ import (
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/calibration"
 	"isochron.io/isochron/internal/inventory"
 	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/placement"
@@ -31,15 +32,32 @@ func (inv *Inventory) rtNetwork(c *isov1.CrawlerVM) *nadv1.NetworkAttachmentDefi
 // PlacementNodes are the input's Nodes as placement sees them, with their profiles and
 // their corrections from the input's NodeCalibrations.
 func (inv *Inventory) PlacementNodes() []placement.Node {
-	cals := make(map[string]*isov1.NodeCalibration, len(inv.Calibrations))
-	for i := range inv.Calibrations {
-		cals[inv.Calibrations[i].Name] = &inv.Calibrations[i]
-	}
+	cals := inv.calibrationsByNode()
 	nodes := make([]placement.Node, 0, len(inv.Nodes))
 	for _, n := range inv.Nodes {
 		nodes = append(nodes, inventory.Node(n, inv.Profiles, placement.Held{}, cals[n.Name]))
 	}
 	return nodes
+}
+
+// Corrections are, per node of the input, the correction its predictions get and what
+// it rests on (inventory.Correction), from the input's NodeCalibrations and profiles.
+func (inv *Inventory) Corrections() map[string]calibration.Applied {
+	cals := inv.calibrationsByNode()
+	out := make(map[string]calibration.Applied, len(inv.Nodes))
+	for _, n := range inv.Nodes {
+		out[n.Name] = inventory.Correction(inventory.ProfileFor(n, inv.Profiles), cals[n.Name])
+	}
+	return out
+}
+
+// calibrationsByNode are the input's NodeCalibrations by node name.
+func (inv *Inventory) calibrationsByNode() map[string]*isov1.NodeCalibration {
+	cals := make(map[string]*isov1.NodeCalibration, len(inv.Calibrations))
+	for i := range inv.Calibrations {
+		cals[inv.Calibrations[i].Name] = &inv.Calibrations[i]
+	}
+	return cals
 }
 
 // Requests are the input's CrawlerVMs as placement requests, in namespace/name order.

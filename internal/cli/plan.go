@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"isochron.io/isochron/internal/calibration"
 	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/placement"
 )
@@ -64,9 +65,9 @@ type NodePlan struct {
 	// WorstPredictedErrorMs is the largest PredictedErrorMs among them, 0 for none.
 	WorstPredictedErrorMs float64 `json:"worstPredictedErrorMs"`
 
-	// correction is the node's correction from its NodeCalibration (1 for none), for
-	// the table; the predictions above include it.
-	correction float64
+	// calibration is the node's correction from probes (its NodeCalibration, or its
+	// class's) and what it rests on, for the table; the predictions above include it.
+	calibration calibration.Applied
 }
 
 // Unplaced returns the crawlers that have no node.
@@ -107,12 +108,8 @@ func CheckPlanInput(inv *Inventory) error {
 // a fresh cluster, every figure the one the crawler would see with the whole plan
 // applied. Check the input with CheckPlanInput first.
 func Plan(inv *Inventory) Result {
-	in := inv.PlacementNodes()
-	correction := make(map[string]float64, len(in))
-	for _, n := range in {
-		correction[n.Name] = n.Correction
-	}
-	planned, nodes := placement.Plan(in, inv.Requests())
+	corrections := inv.Corrections()
+	planned, nodes := placement.Plan(inv.PlacementNodes(), inv.Requests())
 	res := Result{Crawlers: make([]CrawlerPlan, len(planned)), Nodes: make([]NodePlan, len(nodes))}
 	for i, p := range planned {
 		c := inv.CrawlerVMs[i]
@@ -142,7 +139,7 @@ func Plan(inv *Inventory) Result {
 			CPUUsed:               round3(float64(n.UsedMilli) / 1000),
 			Crawlers:              n.Crawlers,
 			WorstPredictedErrorMs: worst,
-			correction:            correction[n.Node],
+			calibration:           corrections[n.Node],
 		}
 	}
 	return res
@@ -183,10 +180,11 @@ func WriteTable(w io.Writer, r Result) error {
 		return err
 	}
 	fmt.Fprintln(w)
-	// A CORRECTION column when the input calibrates a node (its NodeCalibrations).
+	// A CORRECTION column when the input has probes' samples for a node (its
+	// NodeCalibration, or its class's in its profile's status).
 	calibrated := false
 	for _, n := range r.Nodes {
-		calibrated = calibrated || (n.correction != 0 && n.correction != 1)
+		calibrated = calibrated || n.calibration.Node.Samples > 0 || n.calibration.Class.Samples > 0 || n.calibration.Class.OK
 	}
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	header := "NODE\tCPU USED\tCRAWLERS\tWORST PREDICTED"
@@ -201,11 +199,7 @@ func WriteTable(w io.Writer, r Result) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s/%s CPUs\t%d\t%s", n.Name, num(n.CPUUsed), num(n.CPUAllocatable), len(n.Crawlers), worst)
 		if calibrated {
-			k := "-"
-			if n.correction != 0 && n.correction != 1 {
-				k = "x" + num(n.correction)
-			}
-			fmt.Fprintf(tw, "\t%s", k)
+			fmt.Fprintf(tw, "\t%s", correctionText(n.calibration))
 		}
 		fmt.Fprintln(tw)
 	}
@@ -224,6 +218,22 @@ func WriteTable(w io.Writer, r Result) error {
 		fmt.Fprintf(w, "  %s: %s\n", c.Key(), c.Reason)
 	}
 	return nil
+}
+
+// correctionText is a node's correction for the table, and what it rests on or why
+// there is none: "x3 (samples from 3 namespaces)", "none (samples from 2 namespaces, 3
+// needed)", "-" for no samples at all.
+func correctionText(a calibration.Applied) string {
+	switch a.Source {
+	case calibration.SourceNode:
+		return fmt.Sprintf("x%s (%s)", num(a.Correction), a.Node.Why())
+	case calibration.SourceClass:
+		return fmt.Sprintf("x%s (its class's; its own: %s)", num(a.Correction), a.Node.Why())
+	}
+	if a.Node.Samples == 0 {
+		return "-"
+	}
+	return "none (" + a.Node.Why() + ")"
 }
 
 func num(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }

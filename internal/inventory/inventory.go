@@ -34,7 +34,6 @@ func Node(n *corev1.Node, profiles []isov1.ContentionProfile, held placement.Hel
 	}
 	profile := ProfileFor(n, profiles)
 	params := Params(profile)
-	correction, _ := Correction(profile, cal)
 	if params.HostReservedCPUs == 0 {
 		// kubelet reservedSystemCPUs (and kube/system-reserved) are capacity - allocatable.
 		if reserved := float64(capa.Cpu().MilliValue()-alloc.Cpu().MilliValue()) / 1000; reserved > 0 {
@@ -53,7 +52,7 @@ func Node(n *corev1.Node, profiles []isov1.ContentionProfile, held placement.Hel
 		CapacityCPUs:   capacityCPUs,
 		Held:           held,
 		Params:         params,
-		Correction:     correction,
+		Correction:     Correction(profile, cal).Correction,
 	}
 }
 

@@ -2,11 +2,13 @@ package validation
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/config/crd"
 	"isochron.io/isochron/test/support/testcases"
 )
@@ -60,5 +62,48 @@ func TestUnknownFieldsAreRefusedNotDropped(t *testing.T) {
 	errs := validator(t).DefaultAndValidate(context.Background(), obj)
 	if got := errs.ToAggregate(); got == nil || !strings.Contains(got.Error(), "spec.rpss") {
 		t.Errorf("unknown field spec.rpss: got %v", got)
+	}
+}
+
+// Every duration in the spec of a ContentionProfile or a CrawlerVM has an upper bound
+// the API server enforces: a duration Go cannot hold (testcases.Overflow) is refused
+// with a message naming the field, never stored to fail every client that decodes it.
+// The fields are found by walking the Go types, so a new one without a bound fails here.
+func TestEveryDurationHasABound(t *testing.T) {
+	for kind, tc := range map[string]struct {
+		crd  []byte
+		full string
+		spec reflect.Type
+		want []string
+	}{
+		"ContentionProfile": {crd.ContentionProfiles, testcases.FullProfile, reflect.TypeFor[isov1.ContentionProfileSpec](),
+			[]string{"crawler.cpuPerRequest", "crawler.overloadPenalty", "host.ioCostPerRequest", "host.schedulerGranularity"}},
+		"CrawlerVM": {crd.CrawlerVMs, testcases.FullCrawlerVM, reflect.TypeFor[isov1.CrawlerVMSpec](),
+			[]string{"errorBudget.tolerance", "rtNIC.deadline", "probe.duration"}},
+	} {
+		t.Run(kind, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, testcases.DurationPaths(tc.spec)); diff != "" {
+				t.Errorf("duration fields (-want +got):\n%s", diff)
+			}
+			v, err := New(tc.crd, "v1alpha1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if errs := v.DefaultAndValidate(context.Background(), testcases.Invalid{Base: tc.full}.Object()); len(errs) > 0 {
+				t.Fatalf("the full %s is refused: %v", kind, errs.ToAggregate())
+			}
+			for name, c := range testcases.OverflowingDurations(tc.full, tc.spec) {
+				t.Run(name, func(t *testing.T) {
+					got := v.DefaultAndValidate(context.Background(), c.Object()).ToAggregate()
+					if got == nil {
+						t.Fatal("accepted")
+					}
+					if !strings.Contains(got.Error(), c.Field) || !strings.Contains(got.Error(), c.Message) {
+						t.Errorf("refusal %q does not name %s with %q", got.Error(), c.Field, c.Message)
+					}
+					t.Log(got)
+				})
+			}
+		})
 	}
 }

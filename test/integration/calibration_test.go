@@ -75,13 +75,13 @@ func runAndRefute(t *testing.T, c *isov1.CrawlerVM) {
 }
 
 // A restarted operator keeps the calibration: it lives in the API (the node's
-// NodeCalibration), not in the operator's memory. One replica records two refuting
-// probes on a node and is killed; the next replica, a new process with nothing of the
-// first, places a new crawler there with the node's correction.
+// NodeCalibration), not in the operator's memory. One replica records refuting probes of
+// three namespaces on a node (the fewest that make a correction) and is killed; the next
+// replica, a new process with nothing of the first, places a new crawler there with the
+// node's correction.
 func TestCalibrationSurvivesARestart(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t, "restart")
-	node := testenv.RTNode("restart-1", 18, "pool", "restart")
+	node := testenv.RTNode("restart-1", 26, "pool", "restart")
 	if err := testenv.RegisterNode(ctx, env.Client, node); err != nil {
 		t.Fatal(err)
 	}
@@ -92,10 +92,14 @@ func TestCalibrationSurvivesARestart(t *testing.T) {
 	}
 
 	stop := replica(t, "first", 1)
-	a, b := onNode(scale.Crawler(ns, "a", 400, false)), onNode(scale.Crawler(ns, "b", 400, false))
-	createAll(t, []*isov1.CrawlerVM{a, b})
-	runAndRefute(t, a)
-	runAndRefute(t, b)
+	var refuted []*isov1.CrawlerVM
+	for _, name := range []string{"a", "b", "d"} {
+		refuted = append(refuted, onNode(scale.Crawler(namespace(t, "restart-"+name), name, 400, false)))
+	}
+	createAll(t, refuted)
+	for _, c := range refuted {
+		runAndRefute(t, c)
+	}
 	cal := &isov1.NodeCalibration{}
 	waitFor(t, time.Minute, "NodeCalibration restart-1 to have a correction", func() (bool, string) {
 		err := env.Client.Get(ctx, client.ObjectKey{Name: "restart-1"}, cal)
@@ -105,7 +109,7 @@ func TestCalibrationSurvivesARestart(t *testing.T) {
 
 	stop = replica(t, "second", 1)
 	defer stop()
-	c := onNode(scale.Crawler(ns, "c", 100, false))
+	c := onNode(scale.Crawler(refuted[0].Namespace, "c", 100, false))
 	createAll(t, []*isov1.CrawlerVM{c})
 	waitFor(t, time.Minute, "crawler c placed with the node's correction", func() (bool, string) {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(c), c); err != nil {

@@ -24,10 +24,12 @@ spec:
     memory: 2Gi
 `
 
-// Invalid is a CrawlerVM that must be refused.
+// Invalid is an object (a CrawlerVM unless Base says otherwise) that must be refused.
 type Invalid struct {
+	// Base is the object the case edits, as YAML; empty for Valid.
+	Base string
 	// Set are dotted paths under spec (or from the root when they start with
-	// "metadata.") and their YAML values, applied to Valid; a nil value removes the field.
+	// "metadata.") and their YAML values, applied to Base; a nil value removes the field.
 	Set map[string]any
 	// Field and Message must both appear in the refusal.
 	Field, Message string
@@ -68,9 +70,13 @@ var InvalidCrawlerVMs = map[string]Invalid{
 	"probe schedule not cron":  {Set: map[string]any{"probe": map[string]any{"schedule": "every hour"}}, Field: "spec.probe.schedule", Message: "must be a cron schedule"},
 }
 
-// Object is Valid with the case's edits applied, as an unstructured object.
+// Object is Base with the case's edits applied, as an unstructured object.
 func (c Invalid) Object() map[string]any {
-	obj := ValidObject()
+	base := c.Base
+	if base == "" {
+		base = Valid
+	}
+	obj := decoded(base)
 	for path, v := range c.Set {
 		parts := strings.Split(path, ".")
 		m := obj["spec"].(map[string]any)
@@ -90,8 +96,11 @@ func (c Invalid) Object() map[string]any {
 }
 
 // ValidObject is Valid as the API server decodes it (whole numbers as int64).
-func ValidObject() map[string]any {
-	j, err := yaml.YAMLToJSON([]byte(Valid))
+func ValidObject() map[string]any { return decoded(Valid) }
+
+// decoded is the YAML object y as the API server decodes it.
+func decoded(y string) map[string]any {
+	j, err := yaml.YAMLToJSON([]byte(y))
 	if err != nil {
 		panic(err)
 	}
