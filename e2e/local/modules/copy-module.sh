@@ -6,7 +6,11 @@
 # The patch.sh of a module directory calls it, then changes the copy.
 set -eu
 mod=$1 out=$2 name=$3
+# go list -m names no directory for a module not in the module cache yet (a fresh
+# machine): download it first.
+${GO:-go} mod download "$mod"
 src="$(${GO:-go} list -m -f '{{.Dir}}' "$mod")"
+[ -n "$src" ] || { echo "copy-module.sh: no source directory for $mod" >&2; exit 1; }
 rm -rf "$out"
 mkdir -p "$out"
 cp -R "$src" "$out/$name"
