@@ -190,8 +190,12 @@ func (r *CrawlerVMReconciler) carryOutMove(ctx context.Context, cvm *isov1.Crawl
 				r.setMoving(cvm, move.WaitingFor(other, vmi.Name))
 				return nil
 			}
-			m.Mode, m.Message = isov1.MoveCold, format.Truncate(fmt.Sprintf("KubeVirt refuses to migrate VMI %s (%v): it restarts on node %s", vmi.Name, err, m.To), maxRemediationMessage)
-			return r.restartElsewhere(ctx, cvm, vmi)
+			// Refused by the API server (KubeVirt's admission, a policy, a quota): the
+			// guest is not restarted for it. The move fails, the crawler runs on where it
+			// is, and the move is tried again after its backoff. A VMI KubeVirt reports
+			// not live-migratable moves cold (move.NextStep), before any migration.
+			return r.endMove(ctx, cvm, st, isov1.MoveFailed, move.Next{Step: move.Fail,
+				Why: fmt.Sprintf("the API server refused migration %s of VMI %s: %v; the VMI runs on, on node %s", migrationName(cvm), vmi.Name, err, m.From)})
 		}
 		m.Migration = name
 		r.setMoving(cvm, fmt.Sprintf("migration %s moves VMI %s to node %s", name, vmi.Name, m.To))

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -656,4 +657,77 @@ func nodeLease(t *testing.T, node string, renewed time.Time) time.Time {
 		t.Fatal(err)
 	}
 	return at.Time
+}
+
+// A migration the API server refuses (an administrator's admission policy, a quota,
+// KubeVirt's own admission) does not restart the guest: the move fails saying why, the
+// crawler runs on where it was, the same VMI, and the move is tried again after its
+// backoff.
+func TestRefusedMigrationLeavesTheGuestRunning(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	createNode(t, rtNode("deny-1", "it", "deny"), 16)
+	createNode(t, rtNode("deny-2", "it", "deny"), 16)
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-migrations-" + ns},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"kubevirt.io"}, APIVersions: []string{"*"}, Resources: []string{"virtualmachineinstancemigrations"}},
+				},
+			}}},
+			MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "ns", Expression: "request.namespace == '" + ns + "'"}},
+			Validations:     []admissionregistrationv1.Validation{{Expression: "false", Message: "migrations are frozen in " + ns}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
+		Spec:       admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: policy.Name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}},
+	}
+	for _, o := range []client.Object{policy, binding} {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unfreeze := func() {
+		_ = k8s.Delete(ctx, binding)
+		_ = k8s.Delete(ctx, policy)
+	}
+	t.Cleanup(unfreeze)
+	eventually(t, "the policy refusing migrations", func() (bool, string) {
+		probe := &kubevirtv1.VirtualMachineInstanceMigration{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"}, Spec: kubevirtv1.VirtualMachineInstanceMigrationSpec{VMIName: "x"}}
+		err := k8s.Create(ctx, probe, client.DryRunAll)
+		return err != nil && strings.Contains(err.Error(), "migrations are frozen"), fmt.Sprint(err)
+	})
+
+	c, vmi := placedCrawler(t, ns, "frozen", "deny", withOnRefuted(isov1.RefutedReplace))
+	from := c.Status.Placement.Node
+	to := map[string]string{"deny-1": "deny-2", "deny-2": "deny-1"}[from]
+	refute(t, c)
+	waitForCrawler(t, c, "the refused move", func(c *isov1.CrawlerVM) bool {
+		return c.Status.Move == nil && c.Status.LastMove != nil && c.Status.LastMove.Result == isov1.MoveFailed
+	})
+	if last := c.Status.LastMove; c.Status.Placement.Node != from || last.RetryAfter == nil || last.Mode != isov1.MoveLive ||
+		!strings.Contains(last.Message, "refused migration") || !strings.Contains(last.Message, "migrations are frozen in "+ns) {
+		t.Errorf("after the refusal: node %s, lastMove %+v; want it on %s, live, the API server's reason and a retry time", c.Status.Placement.Node, last, from)
+	}
+	now := &kubevirtv1.VirtualMachineInstance{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(vmi), now); err != nil || now.UID != vmi.UID || !now.DeletionTimestamp.IsZero() {
+		t.Errorf("the VMI after a refused migration: %v (UID %s, was %s; deleting %v): want the same VMI running on", err, now.UID, vmi.UID, now.DeletionTimestamp)
+	}
+
+	// Migrations allowed again: after the backoff the move is tried again, and succeeds.
+	unfreeze()
+	eventually(t, "the policy gone", func() (bool, string) {
+		probe := &kubevirtv1.VirtualMachineInstanceMigration{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"}, Spec: kubevirtv1.VirtualMachineInstanceMigrationSpec{VMIName: "x"}}
+		err := k8s.Create(ctx, probe, client.DryRunAll) // KubeVirt's own admission still refuses it: no such VMI
+		return err == nil || !strings.Contains(err.Error(), "migrations are frozen"), fmt.Sprint(err)
+	})
+	clk.Step(move.Backoff(1) + time.Second)
+	touch(t, vmi, "after the backoff")
+	waitForCrawler(t, c, "the second try to succeed", func(c *isov1.CrawlerVM) bool {
+		return c.Status.LastMove != nil && c.Status.LastMove.Result == isov1.MoveSucceeded && c.Status.Placement.Node == to
+	})
 }
