@@ -420,7 +420,7 @@ func (r *CrawlerVMReconciler) nodeState(ctx context.Context, cvm *isov1.CrawlerV
 			lastRenew = lease.Spec.RenewTime.Time
 		}
 	}
-	return move.Node(node, name, vmi, lastRenew, r.clock.Now(), r.nodeLostGrace), nil
+	return move.Node(node, name, vmi, lastRenew, r.clock.Now(), r.nodeLostGrace, cvm.Annotations[isov1.AnnotationFencedNode] == name), nil
 }
 
 // nodeReady says whether node reports Ready=True.

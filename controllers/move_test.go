@@ -496,6 +496,48 @@ func TestLostNodeIsReportedThenFencedThenRecovered(t *testing.T) {
 	})
 }
 
+// Deleting a Node does not stop its machine: a crawler placed there is presumed down, not
+// fenced, and no second copy starts (its VMI is not replaced) until someone attests the
+// machine is off (the annotation isochron.io/fenced-node on the crawler); then it starts
+// on a node the model chose.
+func TestDeletedNodeIsNoProofTheCrawlerStopped(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	createNode(t, rtNode("gone-1", "it", "gone"), 16)
+	createNode(t, rtNode("gone-2", "it", "gone"), 16)
+	c, vmi := placedCrawler(t, ns, "orphan", "gone")
+	from := c.Status.Placement.Node
+	to := map[string]string{"gone-1": "gone-2", "gone-2": "gone-1"}[from]
+	if err := k8s.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: from}}); err != nil {
+		t.Fatal(err)
+	}
+	waitForCrawler(t, c, "Ready=False NodeLost", func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionReady, metav1.ConditionFalse, isov1.ReasonNodeLost)
+	})
+	if msg := condition(c, isov1.ConditionReady); !strings.Contains(msg, "does not stop its machine") || !strings.Contains(msg, isov1.AnnotationFencedNode+"="+from) {
+		t.Errorf("%s: want it to say a deleted Node is no proof and how to attest the machine is off", msg)
+	}
+	// Not fenced: no move, the VMI untouched, no second copy, even once KubeVirt's pod
+	// garbage collection would have taken the launcher pod.
+	touch(t, vmi, "not fenced")
+	if get(t, c); c.Status.Move != nil || c.Status.Placement.Node != from {
+		t.Errorf("moved off a deleted node nobody said was off: %+v", c.Status.Move)
+	}
+	if get(t, vmi); !vmi.DeletionTimestamp.IsZero() {
+		t.Error("the VMI on the deleted node was replaced before anyone said its machine was off")
+	}
+
+	// The administrator powered the machine off and says so.
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+isov1.AnnotationFencedNode+`":"`+from+`"}}}`))
+	if err := k8s.Patch(ctx, c, patch); err != nil {
+		t.Fatal(err)
+	}
+	next := waitForVMI(t, client.ObjectKeyFromObject(vmi), func(v *kubevirtv1.VirtualMachineInstance) bool { return v.UID != vmi.UID })
+	if render.PinnedNode(&next.Spec) != to {
+		t.Errorf("the new VMI is pinned to %s, want %s", render.PinnedNode(&next.Spec), to)
+	}
+}
+
 // outageOf is the crawler's newest outage, nil for none.
 func outageOf(c *isov1.CrawlerVM) *isov1.Outage {
 	if len(c.Status.Outages) == 0 {

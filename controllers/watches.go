@@ -52,7 +52,7 @@ func (r *CrawlerVMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&isov1.CrawlerVM{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, reservationChanged))).
+		For(&isov1.CrawlerVM{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, reservationChanged, fencedNodeAttested))).
 		Owns(&kubevirtv1.VirtualMachine{}).
 		// Migrations of a crawler's VMI, isochron's and anyone else's (takeOverMigrations).
 		Watches(&kubevirtv1.VirtualMachineInstanceMigration{}, handler.EnqueueRequestsFromMapFunc(byMigratedVMI)).
@@ -395,6 +395,17 @@ var profileChanged = predicate.Funcs{
 var reservationChanged = predicate.Funcs{
 	CreateFunc:  func(event.CreateEvent) bool { return false },
 	UpdateFunc:  func(e event.UpdateEvent) bool { return reservationOf(e.ObjectOld) != reservationOf(e.ObjectNew) },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// fencedNodeAttested selects a crawler's updates that attest a deleted node is off
+// (isov1.AnnotationFencedNode): a crawler presumed down there starts elsewhere then.
+var fencedNodeAttested = predicate.Funcs{
+	CreateFunc: func(event.CreateEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetAnnotations()[isov1.AnnotationFencedNode] != e.ObjectNew.GetAnnotations()[isov1.AnnotationFencedNode]
+	},
 	DeleteFunc:  func(event.DeleteEvent) bool { return false },
 	GenericFunc: func(event.GenericEvent) bool { return false },
 }

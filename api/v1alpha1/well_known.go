@@ -71,3 +71,9 @@ const (
 	FieldPlacementNode = "status.placement.node"
 	FieldMoveFrom      = "status.move.from"
 )
+
+// AnnotationFencedNode on a CrawlerVM names a deleted node whose machine is off, so that
+// the crawler, presumed down there, starts elsewhere (docs/availability.md). Deleting a
+// Node does not stop its machine: only this, or the node.kubernetes.io/out-of-service
+// taint on a Node that still exists, says the crawler's first copy cannot run any more.
+const AnnotationFencedNode = "isochron.io/fenced-node"

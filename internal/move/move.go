@@ -288,10 +288,14 @@ type NodeState struct {
 	// launcher pod object exists).
 	Lost bool
 	// Fenced is set once the crawler's first copy cannot run any more: the node carries
-	// the node.kubernetes.io/out-of-service taint, the Node is gone, or its VMI no longer
-	// runs there (its launcher pod was deleted). Only then does the crawler start
-	// elsewhere: never two copies at once (the RT-NIC's MAC and address, two crawls of the
-	// same buildings).
+	// the node.kubernetes.io/out-of-service taint (an administrator's or a fence agent's
+	// word that the machine is off), its VMI no longer runs there (its launcher pod was
+	// deleted from a node that still exists), or the Node is gone and someone attests the
+	// machine is off (isov1.AnnotationFencedNode). A deleted Node alone is no proof: the
+	// machine may run on, its VMs with it (the garbage collector then deletes their pods
+	// too, so a missing launcher pod says nothing either). Only when fenced does the crawler
+	// start elsewhere: never two copies at once (the RT-NIC's MAC and address, two crawls
+	// of the same buildings).
 	Fenced bool
 	// Wait is, for a node not ready for less than the grace, when it would be lost.
 	Wait time.Duration
@@ -304,13 +308,17 @@ type NodeState struct {
 }
 
 // Node judges node, the Node named name that the crawler is placed on (nil when it is
-// gone), for the crawler whose VMI is vmi (nil for none), at now. lastRenew is when the
+// gone), for the crawler whose VMI is vmi (nil for none), at now; attested says the
+// crawler carries isov1.AnnotationFencedNode naming the node. lastRenew is when the
 // node's kubelet last renewed its Lease (kube-node-lease), zero when unknown: a lost
 // node's crawlers were last known up then, --node-monitor-grace-period (50 s by default in 1.34)
 // before the node controller marks the node not ready; the grace counts from that mark.
-func Node(node *corev1.Node, name string, vmi *kubevirtv1.VirtualMachineInstance, lastRenew, now time.Time, grace time.Duration) NodeState {
+func Node(node *corev1.Node, name string, vmi *kubevirtv1.VirtualMachineInstance, lastRenew, now time.Time, grace time.Duration, attested bool) NodeState {
 	if node == nil {
-		return NodeState{Lost: true, Fenced: true, Why: fmt.Sprintf("node %s was deleted", name)}
+		if attested {
+			return NodeState{Lost: true, Fenced: true, Why: fmt.Sprintf("node %s was deleted, and its machine is off (annotation %s)", name, isov1.AnnotationFencedNode)}
+		}
+		return NodeState{Lost: true, Why: fmt.Sprintf("node %s was deleted; deleting a Node does not stop its machine, and the crawler may still run there: it starts elsewhere once the machine is known to be off. Taint a Node %s before deleting it (as a fence agent does); deleted already, annotate the CrawlerVM %s=%s once the machine is off", name, corev1.TaintNodeOutOfService, isov1.AnnotationFencedNode, name)}
 	}
 	for _, t := range node.Spec.Taints {
 		if t.Key == corev1.TaintNodeOutOfService {

@@ -226,21 +226,25 @@ func TestNode(t *testing.T) {
 		node      *corev1.Node
 		vmi       *kubevirtv1.VirtualMachineInstance
 		lastRenew time.Time
+		attested  bool
 		want      NodeState
 		why       string
 	}{
-		"ready":                                     {node: ready, vmi: vmi("a", "a"), want: NodeState{}},
-		"not ready within the grace waits":          {node: justNotReady, vmi: vmi("a", "a"), want: NodeState{Wait: 40 * time.Second}},
-		"lost, no Lease: since NotReady":            {node: notReady, vmi: vmi("a", "a"), want: NodeState{Lost: true, Since: notReadyAt}, why: "not been ready since"},
-		"lost: since the last Lease renewal":        {node: notReady, vmi: vmi("a", "a"), lastRenew: notReadyAt.Add(-50 * time.Second), want: NodeState{Lost: true, Since: notReadyAt.Add(-50 * time.Second)}, why: "last heard from at"},
-		"a renewal after NotReady is not the start": {node: notReady, vmi: vmi("a", "a"), lastRenew: notReadyAt.Add(time.Second), want: NodeState{Lost: true, Since: notReadyAt}},
-		"lost, its VMI gone: fenced":                {node: notReady, vmi: nil, lastRenew: notReadyAt.Add(-50 * time.Second), want: NodeState{Lost: true, Fenced: true, Since: notReadyAt.Add(-50 * time.Second)}, why: "launcher pod is gone"},
-		"the out-of-service taint fences":           {node: fenced, vmi: vmi("a", "a"), want: NodeState{Lost: true, Fenced: true}, why: "fenced (taint"},
-		"deleted":                                   {node: nil, vmi: vmi("a", "a"), want: NodeState{Lost: true, Fenced: true}, why: "was deleted"},
+		"ready":                                                {node: ready, vmi: vmi("a", "a"), want: NodeState{}},
+		"not ready within the grace waits":                     {node: justNotReady, vmi: vmi("a", "a"), want: NodeState{Wait: 40 * time.Second}},
+		"lost, no Lease: since NotReady":                       {node: notReady, vmi: vmi("a", "a"), want: NodeState{Lost: true, Since: notReadyAt}, why: "not been ready since"},
+		"lost: since the last Lease renewal":                   {node: notReady, vmi: vmi("a", "a"), lastRenew: notReadyAt.Add(-50 * time.Second), want: NodeState{Lost: true, Since: notReadyAt.Add(-50 * time.Second)}, why: "last heard from at"},
+		"a renewal after NotReady is not the start":            {node: notReady, vmi: vmi("a", "a"), lastRenew: notReadyAt.Add(time.Second), want: NodeState{Lost: true, Since: notReadyAt}},
+		"lost, its VMI gone: fenced":                           {node: notReady, vmi: nil, lastRenew: notReadyAt.Add(-50 * time.Second), want: NodeState{Lost: true, Fenced: true, Since: notReadyAt.Add(-50 * time.Second)}, why: "launcher pod is gone"},
+		"the out-of-service taint fences":                      {node: fenced, vmi: vmi("a", "a"), want: NodeState{Lost: true, Fenced: true}, why: "fenced (taint"},
+		"deleted: lost, not fenced (the machine may run on)":   {node: nil, vmi: vmi("a", "a"), want: NodeState{Lost: true}, why: "does not stop its machine"},
+		"deleted, its VMI gone (the pod GC): still not fenced": {node: nil, vmi: nil, want: NodeState{Lost: true}, why: "annotate the CrawlerVM isochron.io/fenced-node=a"},
+		"deleted, and attested off":                            {node: nil, vmi: vmi("a", "a"), attested: true, want: NodeState{Lost: true, Fenced: true}, why: "its machine is off"},
+		"an attestation does not fence a node that exists":     {node: notReady, vmi: vmi("a", "a"), attested: true, want: NodeState{Lost: true, Since: notReadyAt}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := Node(tc.node, "a", tc.vmi, tc.lastRenew, t0, grace)
+			got := Node(tc.node, "a", tc.vmi, tc.lastRenew, t0, grace, tc.attested)
 			if tc.why != "" && !strings.Contains(got.Why, tc.why) {
 				t.Errorf("Why = %q, want it to contain %q", got.Why, tc.why)
 			}
