@@ -77,3 +77,10 @@ const (
 // Node does not stop its machine: only this, or the node.kubernetes.io/out-of-service
 // taint on a Node that still exists, says the crawler's first copy cannot run any more.
 const AnnotationFencedNode = "isochron.io/fenced-node"
+
+// PriorityClassRealtime is the PriorityClass of every crawler's virt-launcher pod (the
+// VMI's spec.priorityClassName), installed with isochron (config/scheduling): above
+// every ordinary pod, so that none preempts a launcher on the node isochron reserved for
+// it, and never preempting itself. An admission policy lets only KubeVirt create pods
+// of this class.
+const PriorityClassRealtime = "isochron-realtime"

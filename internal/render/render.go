@@ -117,6 +117,9 @@ func VMI(in Input) (*kubevirtv1.VirtualMachineInstance, error) {
 		// evacuation (status.evacuationNodeName), which isochron carries out by moving the
 		// crawler to a node it chooses; KubeVirt migrates nothing itself.
 		EvictionStrategy: ptr.To(kubevirtv1.EvictionStrategyExternal),
+		// Above every ordinary pod, so that none preempts the launcher of a crawler whose
+		// node isochron reserved; the class never preempts (config/scheduling).
+		PriorityClassName: isov1.PriorityClassRealtime,
 	}
 	if in.Sizing.Dedicated() {
 		spec.Domain.Memory = &kubevirtv1.Memory{Hugepages: &kubevirtv1.Hugepages{PageSize: "2Mi"}}

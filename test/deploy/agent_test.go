@@ -217,6 +217,32 @@ func testLauncherIdentity(t *testing.T) {
 			t.Errorf("a tenant naming %s in status.activePods: %v; want refused", name, err)
 		}
 	}
+	// Nor can a tenant give its own pod the priority of crawlers' launchers (which keeps
+	// them from being preempted); KubeVirt, creating a launcher, can.
+	podRole := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pod-creator"}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create"},
+	}}}
+	podBinding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pod-creators"},
+		RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: podRole.Name},
+		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "alice"},
+			{Kind: "ServiceAccount", Namespace: "kubevirt", Name: "kubevirt-controller"}}}
+	for _, o := range []client.Object{podRole, podBinding} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod := func() *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "favoured"},
+			Spec: corev1.PodSpec{PriorityClassName: isov1.PriorityClassRealtime, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+	}
+	waitFor(t, "the policy to refuse a tenant's pod of isochron's priority class", func() (bool, string) {
+		err := alice.Create(ctx, pod(), client.DryRunAll)
+		return err != nil && strings.Contains(err.Error(), "only KubeVirt may create pods of it"), fmt.Sprint(err)
+	})
+	if err := kubevirt.Create(ctx, pod(), client.DryRunAll); err != nil {
+		t.Errorf("KubeVirt creating a launcher of isochron's priority class: %v", err)
+	}
+
 	// Everything else of its own VMI's status stays the tenant's to write, as before.
 	other := mine.DeepCopy()
 	other.Status.Reason = "tenant"

@@ -137,7 +137,7 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 		kinds[o.GetKind()] = true
 	}
 	for _, k := range []string{"CustomResourceDefinition", "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "ServiceMonitor", "PodMonitor", "PrometheusRule", "ConfigMap",
-		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "DaemonSet", "PodDisruptionBudget"} {
+		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "DaemonSet", "PodDisruptionBudget", "PriorityClass"} {
 		if !kinds[k] {
 			t.Errorf("config/default has no %s", k)
 		}
