@@ -250,3 +250,69 @@ func testLauncherIdentity(t *testing.T) {
 		t.Errorf("a tenant's write that leaves status.activePods alone: %v", err)
 	}
 }
+
+// testVMOwnership plays a namespace editor against config/default's admission policy
+// vm-ownership: KubeVirt's edit role lets it write VMs, and a crawler's VM is isochron's.
+// It cannot change its spec (here, the node it is pinned to) or make a VM with
+// isochron's labels; annotations stay free, and KubeVirt (virtctl stop) still acts.
+func testVMOwnership(t *testing.T, crawler client.ObjectKey) {
+	ctx := context.Background()
+	ns := crawler.Namespace
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vm-editor"}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{"kubevirt.io"}, Resources: []string{"virtualmachines"},
+		Verbs: []string{"get", "delete", "create", "update", "patch", "list", "watch"},
+	}}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vm-editors"},
+		RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "bob"},
+			{Kind: "ServiceAccount", Namespace: "kubevirt", Name: "kubevirt-apiserver"}}}
+	for _, o := range []client.Object{role, binding} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	as := func(user string, groups ...string) client.Client {
+		cfg := rest.CopyConfig(env.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
+		c, err := client.New(cfg, client.Options{Scheme: controllers.Scheme()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	bob := as("bob")
+	virtAPI := as("system:serviceaccount:kubevirt:kubevirt-apiserver", "system:serviceaccounts", "system:serviceaccounts:kubevirt")
+	vm := &kubevirtv1.VirtualMachine{}
+	waitFor(t, "the crawler's VM", func() (bool, string) {
+		err := env.Client.Get(ctx, crawler, vm)
+		return err == nil, fmt.Sprint(err)
+	})
+	patch := func(c client.Client, body string) error {
+		return c.Patch(ctx, vm.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(body)))
+	}
+	moved := `{"spec":{"template":{"spec":{"nodeSelector":{"kubernetes.io/hostname":"elsewhere"}}}}}`
+	waitFor(t, "the policy to refuse a tenant's change of the crawler's VM spec", func() (bool, string) {
+		err := patch(bob, moved)
+		return err != nil && strings.Contains(err.Error(), "is rendered by isochron") && strings.Contains(err.Error(), "change the CrawlerVM instead"), fmt.Sprint(err)
+	})
+	if err := patch(bob, `{"metadata":{"labels":{"isochron.io/crawlervm":"other"}}}`); err == nil {
+		t.Error("a tenant changed isochron's label on the crawler's VM")
+	}
+	if err := patch(bob, `{"metadata":{"annotations":{"example.com/note":"mine"}}}`); err != nil {
+		t.Errorf("a tenant's annotation on the crawler's VM: %v; want admitted", err)
+	}
+	if err := patch(virtAPI, `{"spec":{"runStrategy":"Halted"}}`); err != nil {
+		t.Errorf("KubeVirt stopping the crawler's VM (virtctl stop): %v; want admitted", err)
+	}
+	if err := patch(virtAPI, `{"spec":{"runStrategy":"Always"}}`); err != nil {
+		t.Errorf("KubeVirt starting the crawler's VM (virtctl start): %v; want admitted", err)
+	}
+	forged := vm.DeepCopy()
+	forged.ObjectMeta = metav1.ObjectMeta{Namespace: ns, Name: "forged", Labels: vm.Labels}
+	forged.Spec.RunStrategy = nil
+	halted := kubevirtv1.RunStrategyHalted
+	forged.Spec.RunStrategy = &halted
+	if err := bob.Create(ctx, forged, client.DryRunAll); err == nil || !strings.Contains(err.Error(), "only isochron creates those") {
+		t.Errorf("a tenant creating a VM with isochron's labels: %v; want refused", err)
+	}
+}

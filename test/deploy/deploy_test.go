@@ -270,6 +270,8 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 
 	t.Run("only KubeVirt names a VMI's launcher pods", testLauncherIdentity)
 
+	t.Run("a crawler's VM is isochron's to write", func(t *testing.T) { testVMOwnership(t, crawlers[1]) })
+
 	t.Run("RT networks of other namespaces are refused at admission unless shared", func(t *testing.T) {
 		c := &isov1.CrawlerVM{}
 		if err := env.Client.Get(ctx, crawlers[0], c); err != nil {
