@@ -168,7 +168,7 @@ func testLauncherIdentity(t *testing.T) {
 		Verbs: []string{"get", "delete", "create", "update", "patch", "list", "watch"},
 	}}}
 	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alice"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name},
+		RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name},
 		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "alice"},
 			// KubeVirt's controller, which may do the same (cluster-wide, in a real install).
 			{Kind: "ServiceAccount", Namespace: "kubevirt", Name: "kubevirt-controller"}}}
