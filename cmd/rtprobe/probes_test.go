@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"isochron.io/isochron/probes/crawl"
+	"isochron.io/isochron/probes/credential"
 	"isochron.io/isochron/probes/gateway"
 	"isochron.io/isochron/probes/report"
 	"isochron.io/isochron/probes/rtt"
@@ -304,17 +305,38 @@ func TestSLOFailuresAreReportedAndExitNonZero(t *testing.T) {
 // The probe Job's side and the guest's side together, as isochron runs them: `rtprobe
 // slo --crawl-rps` announces a window, `rtprobe agent` in the guest finds it and crawls
 // the schedule for it, and the report counts the intervals of the agent's requests.
+//
+// The probe pod has the crawler's key in its environment (--key-env) and the guest in a
+// file (--key-file), as isochron gives them; a crawl from anywhere else, without the
+// token, is foreign: counted and otherwise ignored.
 func TestSLOMeasuresTheAgentsCrawl(t *testing.T) {
+	key := credential.Encode(credential.Key([]byte("master"), "crawler-uid"))
+	t.Setenv("TEST_PROBE_KEY", key)
+	keyFile := filepath.Join(t.TempDir(), "probe-key")
+	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	gw := freeAddr(t, "tcp")
 	path := filepath.Join(t.TempDir(), "termination-log")
 	var out, errOut lockedBuffer
 	code := make(chan int, 1)
 	go func() {
 		code <- run(context.Background(), []string{"slo", "--listen", gw, "--period", "100ms", "--delay", "0s",
-			"--objective", "90", "--duration", "2s", "--crawl-rps", "100", "--report", path, "--json"}, &out, &errOut)
+			"--objective", "90", "--duration", "2s", "--crawl-rps", "100", "--key-env", "TEST_PROBE_KEY", "--report", path, "--json"}, &out, &errOut)
 	}()
 	var agentOut, agentErr lockedBuffer
-	stopAgent := background([]string{"agent", "--gateway", "http://" + gw, "--poll", "20ms", "--json"}, &agentOut, &agentErr)
+	stopAgent := background([]string{"agent", "--gateway", "http://" + gw, "--poll", "20ms", "--key-file", keyFile, "--json"}, &agentOut, &agentErr)
+	// Another pod crawls the gateway too, without the token.
+	waitFor(t, func() bool {
+		resp, err := http.Get("http://" + gw + "/metrics")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	})
+	var otherOut, otherErr lockedBuffer
+	_ = run(context.Background(), []string{"crawl", "--target", "http://" + gw + "/", "--rps", "100",
+		"--period", "100ms", "--duration", "300ms", "--json"}, &otherOut, &otherErr)
 	if c := <-code; c != 0 {
 		t.Fatalf("slo exited %d: %s", c, errOut.String())
 	}
@@ -333,6 +355,26 @@ func TestSLOMeasuresTheAgentsCrawl(t *testing.T) {
 	}
 	if !strings.Contains(agentErr.String(), "agent: window of agent at 100 rps from http://"+gw) {
 		t.Errorf("the agent's log does not record the window: %s", agentErr.String())
+	}
+	var other crawl.Result
+	lastJSON(t, otherOut.String(), &other)
+	if rep.Interval.Foreign != other.Sent || other.Sent < 25 {
+		t.Errorf("the report counts %d foreign requests; the other crawl sent %d (want about 30, all foreign)", rep.Interval.Foreign, other.Sent)
+	}
+}
+
+// A probe Job told of a key it cannot read fails and says so in its report, rather than
+// count nobody's requests.
+func TestSLOWithoutItsKeyFails(t *testing.T) {
+	t.Setenv("TEST_PROBE_KEY", "")
+	path := filepath.Join(t.TempDir(), "termination-log")
+	var out, errOut lockedBuffer
+	if c := run(context.Background(), []string{"slo", "--listen", "127.0.0.1:0", "--duration", "1s", "--key-env", "TEST_PROBE_KEY", "--report", path}, &out, &errOut); c != exitError {
+		t.Fatalf("exit %d, want %d", c, exitError)
+	}
+	rep := readReport(t, path)
+	if !strings.Contains(rep.Error, "--key-env TEST_PROBE_KEY holds a key of 0 bytes") {
+		t.Errorf("report error %q: want it to name --key-env and what is wrong", rep.Error)
 	}
 }
 
