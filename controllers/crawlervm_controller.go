@@ -21,6 +21,7 @@ import (
 	"isochron.io/isochron/internal/ledger"
 	"isochron.io/isochron/internal/move"
 	"isochron.io/isochron/internal/slo"
+	"isochron.io/isochron/probes/credential"
 )
 
 // FieldOwner is the one field manager isochron applies with: its own name, as in its
@@ -55,6 +56,11 @@ type CrawlerVMReconciler struct {
 	apiPollInterval time.Duration
 	// sharedNetworks are the namespaces whose RT networks every namespace may use.
 	sharedNetworks []string
+	// master is the probe master key (LoadProbeMasterKey): each crawler's probe key and the
+	// names of its probe Jobs derive from it.
+	master []byte
+	// guestSecrets are the guest Secrets this process applied.
+	guestSecrets appliedSecrets
 
 	metrics *metrics
 	// placer decides where crawlers go and holds their reservations.
@@ -105,6 +111,11 @@ func WithSharedNetworkNamespaces(namespaces []string) Option {
 	return func(r *CrawlerVMReconciler) { r.sharedNetworks = namespaces }
 }
 
+// WithProbeMasterKey sets the probe master key (LoadProbeMasterKey), which every replica
+// must share. Without it the reconciler draws a key of its own, good for one process: a
+// test, or isochronctl.
+func WithProbeMasterKey(key []byte) Option { return func(r *CrawlerVMReconciler) { r.master = key } }
+
 // WithRegistry registers the reconciler's metrics on reg instead of the manager's metrics
 // endpoint (controller-runtime's registry), as when a test runs several replicas in one
 // process.
@@ -131,6 +142,14 @@ func NewCrawlerVMReconciler(mgr ctrl.Manager, opts ...Option) *CrawlerVMReconcil
 	for _, o := range opts {
 		o(r)
 	}
+	if r.master == nil {
+		key, err := credential.NewKey()
+		if err != nil {
+			panic(err) // the system's random source failed
+		}
+		r.master = key
+	}
+	r.probes.NameKey = credential.NameKey(r.master)
 	r.placer = &placer{cache: r.Client, api: r.APIReader, clock: r.clock, request: r.request, ledger: ledger.New(),
 		batchSize: func(float64) {}, decisionTime: func(float64) {}}
 	return r
@@ -156,6 +175,7 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		if apierrors.IsNotFound(err) {
 			r.metrics.forget(req.Namespace, req.Name)
 			r.placer.Forget(req.Namespace + "/" + req.Name)
+			r.guestSecrets.forget(req.Namespace + "/" + req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

@@ -20,6 +20,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -29,6 +31,10 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/slo"
 	"isochron.io/isochron/probes/crawl"
 	"isochron.io/isochron/probes/credential"
 	"isochron.io/isochron/probes/gateway"
@@ -390,4 +396,74 @@ func readReport(t *testing.T, path string) report.Report {
 		t.Fatal(err)
 	}
 	return rep
+}
+
+// Another pod's requests, without the crawler's token, do not refute the crawler: beside
+// the agent's crawl, it requests each point twice, 0.4 periods apart, all window long,
+// which a gateway that counted it would measure as interval errors of 0.6 and 0.4
+// periods, far over the tolerance. The keyed gateway counts them as foreign, and the
+// operator's judgement of the report (slo.Judge) is the agent's alone.
+func TestForeignRequestsDoNotRefute(t *testing.T) {
+	key := credential.Encode(credential.Key([]byte("master"), "crawler-uid"))
+	t.Setenv("TEST_PROBE_KEY", key)
+	keyFile := filepath.Join(t.TempDir(), "probe-key")
+	if err := os.WriteFile(keyFile, []byte(key), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const period = 100 * time.Millisecond
+	gw := freeAddr(t, "tcp")
+	path := filepath.Join(t.TempDir(), "termination-log")
+	var out, errOut lockedBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run(context.Background(), []string{"slo", "--listen", gw, "--period", period.String(), "--delay", "0s",
+			"--objective", "90", "--tolerance", "50ms", "--duration", "3s", "--crawl-rps", "100", "--key-env", "TEST_PROBE_KEY",
+			"--report", path, "--json"}, &out, &errOut)
+	}()
+	var agentOut, agentErr lockedBuffer
+	stopAgent := background([]string{"agent", "--gateway", "http://" + gw, "--poll", "20ms", "--key-file", keyFile}, &agentOut, &agentErr)
+	waitFor(t, func() bool {
+		resp, err := http.Get("http://" + gw + "/metrics")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	})
+	// The attacker: the agent's point IDs, each twice a period, 40 ms apart.
+	attack, stopAttack := context.WithTimeout(context.Background(), 2500*time.Millisecond)
+	defer stopAttack()
+	client := &http.Client{Timeout: time.Second}
+	get := func(point int) {
+		if resp, err := client.Get(fmt.Sprintf("http://%s/?point=%d", gw, point)); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for attack.Err() == nil {
+		for p := range 10 {
+			go func() { get(p); time.Sleep(40 * time.Millisecond); get(p) }()
+		}
+		select {
+		case <-attack.Done():
+		case <-tick.C:
+		}
+	}
+	if c := <-code; c != 0 {
+		t.Fatalf("slo exited %d: %s", c, errOut.String())
+	}
+	stopAgent()
+	rep := readReport(t, path)
+	if rep.Interval == nil {
+		t.Fatal("the report has no interval part")
+	}
+	cvm := &isov1.CrawlerVM{Spec: isov1.CrawlerVMSpec{RPS: 100, ErrorBudget: isov1.ErrorBudget{Tolerance: metav1.Duration{Duration: 50 * time.Millisecond}, Objective: "90"}}}
+	verdict, reason, msg, _, _ := slo.Judge(cvm, rep)
+	if verdict == isov1.VerdictRefuted {
+		t.Errorf("another pod's requests refuted the crawler: %s %s: %s (%d foreign)", verdict, reason, msg, rep.Interval.Foreign)
+	}
+	if rep.Interval.Foreign < 200 || rep.Interval.Count < 100 {
+		t.Errorf("%d intervals, %d foreign requests: want the agent's intervals, and the attacker's requests counted as foreign", rep.Interval.Count, rep.Interval.Foreign)
+	}
 }

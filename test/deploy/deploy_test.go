@@ -400,7 +400,7 @@ func startManager(t *testing.T, kubeconfig string) (stop func()) {
 	t.Helper()
 	metricsAddr = freePort(t)
 	return startBinary(t, "manager", managerLog, "--kubeconfig", kubeconfig,
-		"--leader-elect", "--leader-election-namespace="+systemNS,
+		"--leader-elect", "--leader-election-namespace="+systemNS, "--namespace="+systemNS,
 		"--metrics-bind-address="+metricsAddr, "--health-probe-bind-address="+freePort(t))
 }
 
