@@ -217,12 +217,13 @@ func TestTenantsProbePodIsNotBelieved(t *testing.T) {
 	c, _ := runningCrawler(t, namespace(t), "podforger", "")
 	job, pod := recordedProbe(t, c, "")
 	later := metav1.NewTime(time.Now().Add(time.Hour))
-	forge := func(name string, labels map[string]string, owned bool) {
+	liar := corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, AutomountServiceAccountToken: ptr.To(false),
+		Containers: []corev1.Container{{Name: "rtprobe", Image: "tenant/liar"}}}
+	forge := func(name string, labels map[string]string, owned bool, spec corev1.PodSpec) {
 		t.Helper()
 		p := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: name, Labels: map[string]string{batchv1.JobNameLabel: job.Name}},
-			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, AutomountServiceAccountToken: ptr.To(false),
-				Containers: []corev1.Container{{Name: "rtprobe", Image: "tenant/liar"}}},
+			Spec:       spec,
 		}
 		if owned {
 			p.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))}
@@ -244,9 +245,10 @@ func TestTenantsProbePodIsNotBelieved(t *testing.T) {
 			}
 		}
 	}
-	// One with the Job's name label, one the Job controls, running the tenant's program.
-	forge("named", nil, false)
-	forge("controlled", map[string]string{batchv1.ControllerUidLabel: string(job.UID)}, true)
+	// One with the Job's name label and its very template, not controlled by it; one the
+	// Job controls, running the tenant's program.
+	forge("named", nil, false, *job.Spec.Template.Spec.DeepCopy())
+	forge("controlled", map[string]string{batchv1.ControllerUidLabel: string(job.UID)}, true, liar)
 	finishPod(t, pod, 0, confirming(t, 0))
 	waitForSLO(t, c, metav1.ConditionTrue, isov1.ReasonSLOMet)
 	if lp := c.Status.LastProbe; lp.Job != job.Name || lp.IntervalError == nil || lp.IntervalError.AtObjective.Duration != 2100*time.Microsecond {
