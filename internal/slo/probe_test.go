@@ -869,9 +869,9 @@ func TestProbePods(t *testing.T) {
 			Spec:       *j.Spec.Template.Spec.DeepCopy(),
 		}
 	}
-	real := made("real")
-	real.Spec.NodeName = "rt-2" // what the scheduler and admission add does not matter
-	real.Spec.Tolerations = []corev1.Toleration{{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists}}
+	theJobs := made("real")
+	theJobs.Spec.NodeName = "rt-2" // what the scheduler and admission add does not matter
+	theJobs.Spec.Tolerations = []corev1.Toleration{{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists}}
 	labelled := made("labelled")
 	labelled.OwnerReferences = nil
 	otherJob := made("other-job")
@@ -889,7 +889,7 @@ func TestProbePods(t *testing.T) {
 	volume := made("volume")
 	volume.Spec.Volumes = []corev1.Volume{{Name: "log", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 
-	trusted, ignored := ProbePods([]corev1.Pod{labelled, otherJob, real, otherImage, otherArgs, sidecar, shared, debug, volume}, j)
+	trusted, ignored := ProbePods([]corev1.Pod{labelled, otherJob, theJobs, otherImage, otherArgs, sidecar, shared, debug, volume}, j)
 	var got []string
 	for _, p := range trusted {
 		got = append(got, p.Name)
