@@ -200,7 +200,7 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	// The probe gateway's Service first, so that a new VMI's agent is told its address.
 	// A Service that cannot be had (its IP range full) does not hold the VMI back: its
 	// agent then finds the gateway by name, and the error retries the Service.
-	gatewayIP, svcErr := r.ensureProbeService(ctx, cvm)
+	gatewayIP, svcErr := r.ensureProbeService(ctx, cvm, false)
 	// Everything the rest decides on is read once: the VM, its VMI, their launcher pods
 	// and the node (readiness.Scope).
 	w, err := r.readWorld(ctx, cvm)

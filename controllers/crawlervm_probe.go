@@ -95,8 +95,14 @@ func (r *CrawlerVMReconciler) runProbes(ctx context.Context, cvm *isov1.CrawlerV
 		after = d.After
 	}
 	if uidOf(recorded) != uidOf(cvm.Status.ActiveProbe) {
+		if cvm.Status.ActiveProbe != nil && cvm.Status.ActiveProbe.CancelTime == nil {
+			// A probe created: recorded before anything else is done.
+			if err := w.persist(ctx, cvm); err != nil {
+				return 0, err
+			}
+		}
 		// The probe Service selects the pods of the probe recorded now (slo.ServiceSelector).
-		if _, err := r.ensureProbeService(ctx, cvm); err != nil {
+		if _, err := r.ensureProbeService(ctx, cvm, true); err != nil {
 			return 0, err
 		}
 	}
@@ -192,8 +198,7 @@ func (r *CrawlerVMReconciler) record(ctx context.Context, cvm *isov1.CrawlerVM, 
 	return nil
 }
 
-// startProbe creates the Job of run and records it in status.activeProbe, written at once
-// (w). It starts nothing from a copy of the
+// startProbe creates the Job of run and records it in status.activeProbe. It starts nothing from a copy of the
 // crawler older than the API server's (the cache may not show the probe a previous
 // reconcile recorded); it returns the Job's name, or "" and when to look again when it
 // waits.
@@ -220,15 +225,14 @@ func (r *CrawlerVMReconciler) startProbe(ctx context.Context, cvm *isov1.Crawler
 		// run is created afresh once it is gone.
 		return "", probeNameRetry, r.deleteUnrecorded(ctx, cvm, job.Name)
 	}
+	// Recorded in status, which runProbes writes at once: a write that fails leaves the
+	// Job unrecorded, and the next try finds its name taken.
 	cvm.Status.ActiveProbe = &isov1.ActiveProbe{Job: job.Name, UID: string(job.UID)}
-	if err := w.persist(ctx, cvm); err != nil {
-		return "", 0, err // the Job stays unrecorded: the next try finds its name taken
-	}
 	what := "the interval error at the probe gateway"
 	if target.IP != "" {
 		what += " and round trips to the RT-NIC at " + target.IP
 	}
-	r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.EventReasonProbeStarted, "Started probe Job %s (%s): measures %s for %s", job.Name, run.Trigger, what, format.Duration(slo.ProbeDuration(cvm)))
+	w.event(cvm, corev1.EventTypeNormal, isov1.EventReasonProbeStarted, fmt.Sprintf("Started probe Job %s (%s): measures %s for %s", job.Name, run.Trigger, what, format.Duration(slo.ProbeDuration(cvm))))
 	return job.Name, 0, nil
 }
 
@@ -283,9 +287,12 @@ func (r *CrawlerVMReconciler) probeTarget(ctx context.Context, cvm *isov1.Crawle
 }
 
 // ensureProbeService applies the crawler's probe gateway Service when it is missing or
-// differs from what isochron wants (its selector follows status.activeProbe), and
-// returns its cluster IP ("" for a Service of that name that isochron does not own).
-func (r *CrawlerVMReconciler) ensureProbeService(ctx context.Context, cvm *isov1.CrawlerVM) (string, error) {
+// differs from what isochron wants, and returns its cluster IP ("" for a Service of that
+// name that isochron does not own). Its selector follows status.activeProbe when
+// follow is set (runProbes, which has just decided the probe); otherwise the Job it
+// selects stays as it is, so that a reconcile from a copy of the crawler older than the
+// probe's record does not point the Service back at a finished probe.
+func (r *CrawlerVMReconciler) ensureProbeService(ctx context.Context, cvm *isov1.CrawlerVM, follow bool) (string, error) {
 	want := slo.Service(cvm)
 	have := &corev1.Service{}
 	err := r.Get(ctx, client.ObjectKeyFromObject(want), have)
@@ -293,6 +300,12 @@ func (r *CrawlerVMReconciler) ensureProbeService(ctx context.Context, cvm *isov1
 	case err == nil:
 		if !metav1.IsControlledBy(have, cvm) {
 			return "", nil // not ours: the condition below would not help; startProbe still works
+		}
+		if !follow {
+			delete(want.Spec.Selector, batchv1.ControllerUidLabel)
+			if uid, ok := have.Spec.Selector[batchv1.ControllerUidLabel]; ok {
+				want.Spec.Selector[batchv1.ControllerUidLabel] = uid
+			}
 		}
 		if equality.Semantic.DeepEqual(have.Spec.Selector, want.Spec.Selector) && portsMatch(have.Spec.Ports, want.Spec.Ports) {
 			return have.Spec.ClusterIP, nil

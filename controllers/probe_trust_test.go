@@ -11,6 +11,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -289,6 +290,20 @@ func TestCrawlerMovedTwiceIsProbedOnItsThirdNode(t *testing.T) {
 	}
 }
 
+// updateSpec changes the crawler's spec as a user would, on the copy the API server has
+// (the operator writes its status meanwhile).
+func updateSpec(t *testing.T, c *isov1.CrawlerVM, edit func(*isov1.CrawlerVM)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		get(t, c)
+		edit(c)
+		return k8s.Update(context.Background(), c)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func contains(s []string, v string) bool {
 	for _, x := range s {
 		if x == v {
@@ -318,11 +333,7 @@ func TestCancelledProbeOnAnUnreachableNodeDoesNotBlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A spec change cancels it: the Job is deleted in the foreground, and its pod stays.
-	get(t, c)
-	c.Spec.Probe.Duration = &metav1.Duration{Duration: 11 * time.Second}
-	if err := k8s.Update(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	updateSpec(t, c, func(c *isov1.CrawlerVM) { c.Spec.Probe.Duration = &metav1.Duration{Duration: 11 * time.Second} })
 	waitForCrawler(t, c, "the probe cancelled", func(c *isov1.CrawlerVM) bool {
 		return c.Status.ActiveProbe != nil && c.Status.ActiveProbe.UID == string(first.UID) && c.Status.ActiveProbe.CancelTime != nil
 	})
@@ -392,13 +403,8 @@ func TestFinishedProbeJobsAreBounded(t *testing.T) {
 // starts, so the VM's template does not change with it: a change to it restarts the VMI
 // once all the same, and the Secret the new VMI starts with holds the new data.
 func TestUserDataChangeRestartsTheVMI(t *testing.T) {
-	ctx := context.Background()
 	c, vmi := runningCrawler(t, namespace(t), "userdata", "", func(c *isov1.CrawlerVM) { c.Spec.Guest.CloudInitUserData = "#cloud-config\n" })
-	get(t, c)
-	c.Spec.Guest.CloudInitUserData = "#cloud-config\nruncmd: [crawler]\n"
-	if err := k8s.Update(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	updateSpec(t, c, func(c *isov1.CrawlerVM) { c.Spec.Guest.CloudInitUserData = "#cloud-config\nruncmd: [crawler]\n" })
 	next := waitForVMI(t, client.ObjectKeyFromObject(vmi), func(v *kubevirtv1.VirtualMachineInstance) bool { return v.UID != vmi.UID })
 	if got, want := next.Annotations[isov1.AnnotationUserDataHash], render.UserDataHash(c); got != want {
 		t.Errorf("the new VMI's %s = %q, want %q", isov1.AnnotationUserDataHash, got, want)
