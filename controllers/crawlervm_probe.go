@@ -151,6 +151,11 @@ func (r *CrawlerVMReconciler) activeProbe(ctx context.Context, cvm *isov1.Crawle
 		cvm.Status.ActiveProbe = nil
 		return nil, nil
 	}
+	if a.CancelTime == nil && !job.DeletionTimestamp.IsZero() {
+		// Being deleted, and not recorded as cancelled (the write that recorded it was
+		// lost, or someone else deletes it): its wait runs from its deletion.
+		a.CancelTime = job.DeletionTimestamp.DeepCopy()
+	}
 	if over, _ := slo.CancelWaitOver(a, r.clock.Now()); over {
 		cvm.Status.ActiveProbe = nil
 		w.event(cvm, corev1.EventTypeWarning, isov1.EventReasonProbeAbandoned,
