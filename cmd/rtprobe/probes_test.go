@@ -399,10 +399,13 @@ func readReport(t *testing.T, path string) report.Report {
 }
 
 // Another pod's requests, without the crawler's token, do not refute the crawler: beside
-// the agent's crawl, it requests each point twice, 0.4 periods apart, all window long,
-// which a gateway that counted it would measure as interval errors of 0.6 and 0.4
-// periods, far over the tolerance. The keyed gateway counts them as foreign, and the
-// operator's judgement of the report (slo.Judge) is the agent's alone.
+// the agent's crawl (10 points, each once a second), it requests each point twice a
+// second, 0.4 s apart, all window long, which a gateway that counted it would measure as
+// interval errors of 0.4 and 0.6 s, over the 300 ms tolerance (wide, so that the agent's
+// own timing on a loaded test machine stays within it). The keyed gateway counts them as
+// foreign, and the operator's judgement of the report (slo.Judge) is the agent's alone.
+// (internal/slo's TestForeignRequestsDoNotMoveTheVerdict shows the same on a gateway
+// with a stepped clock.)
 func TestForeignRequestsDoNotRefute(t *testing.T) {
 	key := credential.Encode(credential.Key([]byte("master"), "crawler-uid"))
 	t.Setenv("TEST_PROBE_KEY", key)
@@ -410,14 +413,14 @@ func TestForeignRequestsDoNotRefute(t *testing.T) {
 	if err := os.WriteFile(keyFile, []byte(key), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	const period = 100 * time.Millisecond
+	const period = time.Second
 	gw := freeAddr(t, "tcp")
 	path := filepath.Join(t.TempDir(), "termination-log")
 	var out, errOut lockedBuffer
 	code := make(chan int, 1)
 	go func() {
 		code <- run(context.Background(), []string{"slo", "--listen", gw, "--period", period.String(), "--delay", "0s",
-			"--objective", "90", "--tolerance", "50ms", "--duration", "3s", "--crawl-rps", "100", "--key-env", "TEST_PROBE_KEY",
+			"--objective", "90", "--tolerance", "300ms", "--duration", "5s", "--crawl-rps", "10", "--key-env", "TEST_PROBE_KEY",
 			"--report", path, "--json"}, &out, &errOut)
 	}()
 	var agentOut, agentErr lockedBuffer
@@ -429,8 +432,8 @@ func TestForeignRequestsDoNotRefute(t *testing.T) {
 		}
 		return err == nil
 	})
-	// The attacker: the agent's point IDs, each twice a period, 40 ms apart.
-	attack, stopAttack := context.WithTimeout(context.Background(), 2500*time.Millisecond)
+	// The attacker: the agent's point IDs, each twice a period, 0.4 s apart.
+	attack, stopAttack := context.WithTimeout(context.Background(), 4500*time.Millisecond)
 	defer stopAttack()
 	client := &http.Client{Timeout: time.Second}
 	get := func(point int) {
@@ -443,7 +446,7 @@ func TestForeignRequestsDoNotRefute(t *testing.T) {
 	defer tick.Stop()
 	for attack.Err() == nil {
 		for p := range 10 {
-			go func() { get(p); time.Sleep(40 * time.Millisecond); get(p) }()
+			go func() { get(p); time.Sleep(400 * time.Millisecond); get(p) }()
 		}
 		select {
 		case <-attack.Done():
@@ -458,12 +461,12 @@ func TestForeignRequestsDoNotRefute(t *testing.T) {
 	if rep.Interval == nil {
 		t.Fatal("the report has no interval part")
 	}
-	cvm := &isov1.CrawlerVM{Spec: isov1.CrawlerVMSpec{RPS: 100, ErrorBudget: isov1.ErrorBudget{Tolerance: metav1.Duration{Duration: 50 * time.Millisecond}, Objective: "90"}}}
+	cvm := &isov1.CrawlerVM{Spec: isov1.CrawlerVMSpec{RPS: 10, ErrorBudget: isov1.ErrorBudget{Tolerance: metav1.Duration{Duration: 300 * time.Millisecond}, Objective: "90"}}}
 	verdict, reason, msg, _, _ := slo.Judge(cvm, rep)
 	if verdict == isov1.VerdictRefuted {
 		t.Errorf("another pod's requests refuted the crawler: %s %s: %s (%d foreign)", verdict, reason, msg, rep.Interval.Foreign)
 	}
-	if rep.Interval.Foreign < 200 || rep.Interval.Count < 100 {
+	if rep.Interval.Foreign < 40 || rep.Interval.Count < 10 {
 		t.Errorf("%d intervals, %d foreign requests: want the agent's intervals, and the attacker's requests counted as foreign", rep.Interval.Count, rep.Interval.Foreign)
 	}
 }

@@ -1,7 +1,10 @@
 package slo
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"strings"
@@ -17,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/probes/credential"
 	"isochron.io/isochron/probes/gateway"
 	"isochron.io/isochron/probes/interval"
 	"isochron.io/isochron/probes/report"
@@ -935,4 +939,66 @@ func names(jobs []*batchv1.Job) []string {
 		out = append(out, j.Name)
 	}
 	return out
+}
+
+// Requests without the crawler's token do not move the verdict, on a gateway whose clock
+// the test steps: the agent requests each of 100 points once a second, on time, for a
+// minute, with the token; another pod requests every point twice a second, 0.4 s apart,
+// without it. Judged on what the keyed gateway reports, the crawler is confirmed, and the
+// other pod's requests are told as foreign; a gateway that counted them would have
+// refuted it (the same traffic on a gateway without a key, below).
+func TestForeignRequestsDoNotMoveTheVerdict(t *testing.T) {
+	key := credential.Key([]byte("master"), "uid-1")
+	judge := func(keyed bool) (isov1.ProbeVerdict, report.Report) {
+		now := t0
+		cfg := gateway.Config{Period: time.Second, Objective: 99.9, Tolerance: 10 * time.Millisecond, MaxPoints: gateway.MaxPoints(100, time.Second),
+			Window: &gateway.Window{Traffic: gateway.TrafficAgent, RPS: 100, PeriodSeconds: 1, Until: t0.Add(time.Hour)}, Now: func() time.Time { return now }}
+		if keyed {
+			cfg.Key = key
+		}
+		g, err := gateway.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := g.Handler()
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/window", nil))
+		var win gateway.Window
+		if err := json.NewDecoder(rec.Body).Decode(&win); err != nil {
+			t.Fatal(err)
+		}
+		token := credential.Token(key, win.Nonce)
+		send := func(at time.Duration, point int, withToken bool) {
+			now = t0.Add(at)
+			r := httptest.NewRequest(http.MethodGet, fmt.Sprintf("/?point=%d", point), nil)
+			if withToken {
+				r.Header.Set(credential.Header, token)
+			}
+			h.ServeHTTP(httptest.NewRecorder(), r)
+		}
+		for s := range 60 {
+			for p := range 100 {
+				at := time.Duration(s)*time.Second + time.Duration(p)*time.Second/100
+				send(at, p, true)                       // the agent, on time
+				send(at+100*time.Millisecond, p, false) // another pod
+				send(at+500*time.Millisecond, p, false) // and again, 0.4 s later
+			}
+		}
+		res, err := g.Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep := report.Report{Version: report.Version, Start: t0, End: t0.Add(time.Minute), Objective: 99.9, Interval: &res}
+		c := crawler(func(c *isov1.CrawlerVM) { c.Spec.ErrorBudget.Objective = "99.9" })
+		verdict, _, _, _, _ := Judge(c, rep)
+		return verdict, rep
+	}
+	verdict, rep := judge(true)
+	if verdict != isov1.VerdictConfirmed || rep.Interval.Foreign != 2*100*60 || rep.Interval.Count != 100*59 {
+		t.Errorf("keyed gateway: verdict %s, %d intervals, %d foreign; want Confirmed on the agent's %d intervals, %d foreign",
+			verdict, rep.Interval.Count, rep.Interval.Foreign, 100*59, 2*100*60)
+	}
+	if verdict, _ := judge(false); verdict != isov1.VerdictRefuted {
+		t.Errorf("a gateway without a key, which counts every request: verdict %s, want Refuted (the attack works there)", verdict)
+	}
 }
