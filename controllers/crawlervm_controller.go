@@ -21,6 +21,7 @@ import (
 	"isochron.io/isochron/internal/ledger"
 	"isochron.io/isochron/internal/move"
 	"isochron.io/isochron/internal/slo"
+	"isochron.io/isochron/probes/credential"
 )
 
 // FieldOwner is the one field manager isochron applies with: its own name, as in its
@@ -59,6 +60,11 @@ type CrawlerVMReconciler struct {
 	rtUplinks []string
 	// restarts serialises the restarts of an RT network's crawlers.
 	restarts restartTurns
+	// master is the probe master key (LoadProbeMasterKey): each crawler's probe key and the
+	// names of its probe Jobs derive from it.
+	master []byte
+	// guestSecrets are the guest Secrets this process applied.
+	guestSecrets appliedSecrets
 
 	metrics *metrics
 	// placer decides where crawlers go and holds their reservations.
@@ -114,6 +120,10 @@ func WithSharedNetworkNamespaces(namespaces []string) Option {
 func WithRTUplinks(uplinks []string) Option {
 	return func(r *CrawlerVMReconciler) { r.rtUplinks = uplinks }
 }
+// WithProbeMasterKey sets the probe master key (LoadProbeMasterKey), which every replica
+// must share. Without it the reconciler draws a key of its own, good for one process: a
+// test, or isochronctl.
+func WithProbeMasterKey(key []byte) Option { return func(r *CrawlerVMReconciler) { r.master = key } }
 
 // WithRegistry registers the reconciler's metrics on reg instead of the manager's metrics
 // endpoint (controller-runtime's registry), as when a test runs several replicas in one
@@ -141,6 +151,14 @@ func NewCrawlerVMReconciler(mgr ctrl.Manager, opts ...Option) *CrawlerVMReconcil
 	for _, o := range opts {
 		o(r)
 	}
+	if r.master == nil {
+		key, err := credential.NewKey()
+		if err != nil {
+			panic(err) // the system's random source failed
+		}
+		r.master = key
+	}
+	r.probes.NameKey = credential.NameKey(r.master)
 	r.placer = &placer{cache: r.Client, api: r.APIReader, clock: r.clock, request: r.request, ledger: ledger.New(),
 		batchSize: func(float64) {}, decisionTime: func(float64) {}}
 	return r
@@ -166,6 +184,7 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		if apierrors.IsNotFound(err) {
 			r.metrics.forget(req.Namespace, req.Name)
 			r.placer.Forget(req.Namespace + "/" + req.Name)
+			r.guestSecrets.forget(req.Namespace + "/" + req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -190,7 +209,7 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	// The probe gateway's Service first, so that a new VMI's agent is told its address.
 	// A Service that cannot be had (its IP range full) does not hold the VMI back: its
 	// agent then finds the gateway by name, and the error retries the Service.
-	gatewayIP, svcErr := r.ensureProbeService(ctx, cvm)
+	gatewayIP, svcErr := r.ensureProbeService(ctx, cvm, false)
 	// Everything the rest decides on is read once: the VM, its VMI, their launcher pods
 	// and the node (readiness.Scope).
 	w, err := r.readWorld(ctx, cvm)

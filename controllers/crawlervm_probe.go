@@ -23,31 +23,38 @@ import (
 	"isochron.io/isochron/internal/slo"
 )
 
-// batchv1.JobNameLabel is the label the Job controller puts on a Job's pods.
-
-// runProbes keeps the crawler's probe gateway Service, records the result of a probe
-// Job that finished, cancels a probe of an outdated spec or VMI, starts the probe that
-// is due, and sets SLOConfirmed. running is the crawler's VMI when it runs the current
-// spec, else nil. It returns when to look again for the next scheduled probe.
+// runProbes keeps the crawler's probe Jobs: it records the result of the probe Job that
+// status.activeProbe records (and of no other Job) when it finishes, cancels a probe of
+// an outdated spec or VMI, starts the probe that is due, deletes finished probe Jobs
+// beyond slo.KeepFinished, and sets SLOConfirmed. running is the crawler's VMI when it
+// runs the current spec, else nil. It returns when to look again.
 func (r *CrawlerVMReconciler) runProbes(ctx context.Context, cvm *isov1.CrawlerVM, w *statusWriter, running *kubevirtv1.VirtualMachineInstance) (time.Duration, error) {
 	jobs := &batchv1.JobList{}
 	if err := r.List(ctx, jobs, client.InNamespace(cvm.Namespace), client.MatchingLabels(slo.Selector(cvm))); err != nil {
 		return 0, fmt.Errorf("listing probe Jobs: %w", err)
 	}
-	active, unrecorded := slo.Sort(jobs.Items, cvm, cvm.Status.LastProbe)
-	if unrecorded != nil {
-		if err := r.record(ctx, cvm, w, unrecorded, running); err != nil {
-			return 0, err
-		}
+	if err := r.pruneProbes(ctx, cvm, jobs.Items); err != nil {
+		return 0, err
 	}
-	st := slo.State{Now: r.clock.Now(), Last: cvm.Status.LastProbe}
+	now := r.clock.Now()
+	recorded := cvm.Status.ActiveProbe.DeepCopy()
+	var after time.Duration
+	active, err := r.activeProbe(ctx, cvm, w, jobs.Items, running)
+	if err != nil {
+		return 0, err
+	}
+	// After activeProbe: a probe it recorded is status.lastProbe now.
+	st := slo.State{Now: now, Last: cvm.Status.LastProbe}
 	if running != nil {
-		st.VMIUID, st.Node = string(running.UID), running.Status.NodeName
+		st.VMIUID, st.Node, st.Migration = string(running.UID), running.Status.NodeName, slo.PlacedBy(running)
 	}
-	if len(active) > 0 {
-		a := active[0]
-		run, _ := slo.RunOf(a)
-		st.Active = &slo.Active{Name: a.Name, Run: run, Deleting: !a.DeletionTimestamp.IsZero()}
+	if active != nil {
+		run, _ := slo.RunOf(active)
+		cancelled := cvm.Status.ActiveProbe.CancelTime != nil
+		st.Active = &slo.Active{Name: active.Name, Run: run, Deleting: cancelled || !active.DeletionTimestamp.IsZero()}
+		if _, wait := slo.CancelWaitOver(cvm.Status.ActiveProbe, now); wait > 0 {
+			after = wait // the deletion may never be reported: look again when the wait ends
+		}
 	}
 
 	d, err := slo.Next(cvm, st)
@@ -60,41 +67,118 @@ func (r *CrawlerVMReconciler) runProbes(ctx context.Context, cvm *isov1.CrawlerV
 	}
 	switch {
 	case d.Cancel:
-		a := active[0]
 		// Foreground: the Job stays (and counts as active) until its pod is gone, so
-		// the next probe never overlaps it.
-		if err := r.Delete(ctx, a, client.PropagationPolicy(metav1.DeletePropagationForeground), client.Preconditions{UID: &a.UID}); client.IgnoreNotFound(err) != nil {
-			return 0, fmt.Errorf("cancelling probe Job %s: %w", a.Name, err)
+		// the next probe never overlaps it, for at most slo.CancelWait.
+		if err := r.Delete(ctx, active, client.PropagationPolicy(metav1.DeletePropagationForeground), client.Preconditions{UID: &active.UID}); client.IgnoreNotFound(err) != nil {
+			return 0, fmt.Errorf("cancelling probe Job %s: %w", active.Name, err)
 		}
-		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.EventReasonProbeCancelled, "Cancelled probe Job %s: it measured spec generation %d of VMI %s, which no longer runs", a.Name, st.Active.Run.Generation, st.Active.Run.VMIUID)
+		cvm.Status.ActiveProbe.CancelTime = &metav1.Time{Time: now.UTC().Truncate(time.Second)}
+		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.EventReasonProbeCancelled, "Cancelled probe Job %s: it measured spec generation %d of VMI %s, which no longer runs", active.Name, st.Active.Run.Generation, st.Active.Run.VMIUID)
 		r.metrics.probeRuns.WithLabelValues(probeResultCancelled).Inc()
 		st.Active.Deleting = true
+		after = slo.CancelWait
 	case d.Start != nil:
-		name, err := r.startProbe(ctx, cvm, *d.Start, running)
+		name, wait, err := r.startProbe(ctx, cvm, w, *d.Start, running)
 		if err != nil {
 			return 0, err
 		}
 		if name != "" {
 			st.Active = &slo.Active{Name: name, Run: *d.Start}
 		}
+		if wait > 0 {
+			after = wait
+		}
 	}
 	status, reason, msg := slo.Condition(cvm, st)
 	setConditionStatus(cvm, isov1.ConditionSLOConfirmed, status, reason, msg)
-	return d.After, nil
+	if d.After > 0 && (after == 0 || d.After < after) {
+		after = d.After
+	}
+	if uidOf(recorded) != uidOf(cvm.Status.ActiveProbe) {
+		if cvm.Status.ActiveProbe != nil && cvm.Status.ActiveProbe.CancelTime == nil {
+			// A probe created: recorded before anything else is done.
+			if err := w.persist(ctx, cvm); err != nil {
+				return 0, err
+			}
+		}
+		// The probe Service selects the pods of the probe recorded now (slo.ServiceSelector).
+		if _, err := r.ensureProbeService(ctx, cvm, true); err != nil {
+			return 0, err
+		}
+	}
+	return after, nil
+}
+
+func uidOf(a *isov1.ActiveProbe) string {
+	if a == nil {
+		return ""
+	}
+	return a.UID
+}
+
+// activeProbe is the probe Job status.activeProbe records, while it runs or is being
+// cancelled: found by its UID among jobs (from the cache) or, for a Job the cache has
+// not seen yet, on the API server. It records the Job's result when it has finished,
+// and forgets a Job that is gone or that it stopped waiting for (slo.CancelWaitOver);
+// it returns nil then, and when none is recorded.
+func (r *CrawlerVMReconciler) activeProbe(ctx context.Context, cvm *isov1.CrawlerVM, w *statusWriter, jobs []batchv1.Job, running *kubevirtv1.VirtualMachineInstance) (*batchv1.Job, error) {
+	a := cvm.Status.ActiveProbe
+	if a == nil {
+		return nil, nil
+	}
+	job := slo.Recorded(jobs, a)
+	if job == nil {
+		var err error
+		if job, err = getOrNil(ctx, r.APIReader, client.ObjectKey{Namespace: cvm.Namespace, Name: a.Job}, &batchv1.Job{}); err != nil {
+			return nil, fmt.Errorf("reading probe Job %s: %w", a.Job, err)
+		}
+		if job != nil && string(job.UID) != a.UID {
+			job = nil // another Job of the same name: not the one isochron created
+		}
+	}
+	if job == nil {
+		cvm.Status.ActiveProbe = nil
+		if a.CancelTime == nil {
+			w.event(cvm, corev1.EventTypeWarning, isov1.EventReasonProbeFailed,
+				fmt.Sprintf("Probe Job %s was deleted before it reported (not by isochron); nothing was judged, and the probe starts again", a.Job))
+		}
+		return nil, nil
+	}
+	if done, _, _, _ := slo.Finished(job); done && a.CancelTime == nil {
+		if err := r.record(ctx, cvm, w, job, running); err != nil {
+			return nil, err
+		}
+		cvm.Status.ActiveProbe = nil
+		return nil, nil
+	}
+	if a.CancelTime == nil && !job.DeletionTimestamp.IsZero() {
+		// Being deleted, and not recorded as cancelled (the write that recorded it was
+		// lost, or someone else deletes it): its wait runs from its deletion.
+		a.CancelTime = job.DeletionTimestamp.DeepCopy()
+	}
+	if over, _ := slo.CancelWaitOver(a, r.clock.Now()); over {
+		cvm.Status.ActiveProbe = nil
+		w.event(cvm, corev1.EventTypeWarning, isov1.EventReasonProbeAbandoned,
+			fmt.Sprintf("Probe Job %s, cancelled at %s, is still being deleted after %s (its pod's node does not report it gone): the next probe no longer waits for it; the Job goes when its pod does",
+				job.Name, a.CancelTime.UTC().Format(time.RFC3339), format.Duration(slo.CancelWait)))
+		return nil, nil
+	}
+	return job, nil
 }
 
 // record turns a finished probe Job into status.lastProbe, a calibration sample of the
 // crawler's node (calibrate), an Event and a count, the last two once the status is
 // written (w). A sample that cannot be written leaves the Job unrecorded, so the next
-// reconcile records both.
-func (r *CrawlerVMReconciler) record(ctx context.Context, cvm *isov1.CrawlerVM, w *statusWriter, newest *batchv1.Job, running *kubevirtv1.VirtualMachineInstance) error {
-	// The Job finished after its pod did; read the pod from the API server, not from a
-	// cache that may not have seen its final status yet.
+// reconcile records both. Only the pods that job controls and that run its template are
+// read (slo.ProbePods), from the API server: the Job finished after its pod did, and a
+// cache may not have seen the pod's final status yet.
+func (r *CrawlerVMReconciler) record(ctx context.Context, cvm *isov1.CrawlerVM, w *statusWriter, job *batchv1.Job, running *kubevirtv1.VirtualMachineInstance) error {
 	pods := &corev1.PodList{}
-	if err := r.APIReader.List(ctx, pods, client.InNamespace(cvm.Namespace), client.MatchingLabels{batchv1.JobNameLabel: newest.Name}); err != nil {
-		return fmt.Errorf("reading the pod of probe Job %s: %w", newest.Name, err)
+	if err := r.APIReader.List(ctx, pods, client.InNamespace(cvm.Namespace), client.MatchingLabels{batchv1.ControllerUidLabel: string(job.UID)}); err != nil {
+		return fmt.Errorf("reading the pod of probe Job %s: %w", job.Name, err)
 	}
-	res := slo.Outcome(cvm, newest, slo.TerminationMessage(pods.Items), r.clock.Now())
+	trusted, ignored := slo.ProbePods(pods.Items, job)
+	res := slo.Outcome(cvm, job, slo.TerminationMessage(trusted), ignored, r.clock.Now())
 	if err := r.calibrate(ctx, cvm, &res, running); err != nil {
 		return err
 	}
@@ -111,38 +195,81 @@ func (r *CrawlerVMReconciler) record(ctx context.Context, cvm *isov1.CrawlerVM, 
 	if res.Verdict == isov1.VerdictConfirmed {
 		kind = corev1.EventTypeNormal
 	}
-	w.event(cvm, kind, res.Verdict.EventReason(), fmt.Sprintf("Probe Job %s: %s", newest.Name, res.Message))
+	w.event(cvm, kind, res.Verdict.EventReason(), fmt.Sprintf("Probe Job %s: %s", job.Name, res.Message))
+	if n := res.ForeignRequests; n > 0 {
+		w.event(cvm, corev1.EventTypeWarning, isov1.EventReasonProbeForeignTraffic,
+			fmt.Sprintf("Probe Job %s: %d requests without the crawler's probe credential reached its gateway; none was counted", job.Name, n))
+	}
 	return nil
 }
 
-// startProbe creates the Job of run unless a probe Job of the crawler still exists on
-// the API server (the cache may lag a Job just created); it returns the Job's name, or
-// "" when it waits.
-func (r *CrawlerVMReconciler) startProbe(ctx context.Context, cvm *isov1.CrawlerVM, run slo.Run, vmi *kubevirtv1.VirtualMachineInstance) (string, error) {
-	existing := &batchv1.JobList{}
-	if err := r.APIReader.List(ctx, existing, client.InNamespace(cvm.Namespace), client.MatchingLabels(slo.Selector(cvm))); err != nil {
-		return "", fmt.Errorf("listing probe Jobs: %w", err)
+// startProbe creates the Job of run and records it in status.activeProbe. It starts nothing from a copy of the
+// crawler older than the API server's (the cache may not show the probe a previous
+// reconcile recorded); it returns the Job's name, or "" and when to look again when it
+// waits.
+func (r *CrawlerVMReconciler) startProbe(ctx context.Context, cvm *isov1.CrawlerVM, w *statusWriter, run slo.Run, vmi *kubevirtv1.VirtualMachineInstance) (string, time.Duration, error) {
+	live := &isov1.CrawlerVM{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(cvm), live); err != nil {
+		return "", 0, fmt.Errorf("reading CrawlerVM %s: %w", cvm.Name, err)
 	}
-	if active, _ := slo.Sort(existing.Items, cvm, nil); len(active) > 0 {
-		return "", nil
+	if live.ResourceVersion != cvm.ResourceVersion {
+		return "", 0, nil // the cache brings the newer copy, and the reconcile with it
 	}
 	target, err := r.probeTarget(ctx, cvm, vmi)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	job := slo.Job(cvm, run, target, r.probes)
 	if err := r.Create(ctx, job); err != nil {
-		if apierrors.IsAlreadyExists(err) {
-			return "", nil // a run is never repeated under its name; it is recorded or running
+		if !apierrors.IsAlreadyExists(err) {
+			return "", 0, fmt.Errorf("creating probe Job %s: %w", job.Name, err)
 		}
-		return "", fmt.Errorf("creating probe Job %s: %w", job.Name, err)
+		// A Job of the run's name that the crawler does not record: one isochron created
+		// whose record was lost (a status write that lost a conflict), or one someone made
+		// under a name they could not know. Neither is believed; it is deleted, and the
+		// run is created afresh once it is gone.
+		return "", probeNameRetry, r.deleteUnrecorded(ctx, cvm, job.Name)
 	}
+	// Recorded in status, which runProbes writes at once: a write that fails leaves the
+	// Job unrecorded, and the next try finds its name taken.
+	cvm.Status.ActiveProbe = &isov1.ActiveProbe{Job: job.Name, UID: string(job.UID)}
 	what := "the interval error at the probe gateway"
 	if target.IP != "" {
 		what += " and round trips to the RT-NIC at " + target.IP
 	}
-	r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.EventReasonProbeStarted, "Started probe Job %s (%s): measures %s for %s", job.Name, run.Trigger, what, format.Duration(slo.ProbeDuration(cvm)))
-	return job.Name, nil
+	w.event(cvm, corev1.EventTypeNormal, isov1.EventReasonProbeStarted, fmt.Sprintf("Started probe Job %s (%s): measures %s for %s", job.Name, run.Trigger, what, format.Duration(slo.ProbeDuration(cvm))))
+	return job.Name, 0, nil
+}
+
+// probeNameRetry is when startProbe looks again after deleting a Job that held a run's
+// name.
+const probeNameRetry = 5 * time.Second
+
+// deleteUnrecorded deletes the Job named name unless it is the one the crawler records.
+func (r *CrawlerVMReconciler) deleteUnrecorded(ctx context.Context, cvm *isov1.CrawlerVM, name string) error {
+	job, err := getOrNil(ctx, r.APIReader, client.ObjectKey{Namespace: cvm.Namespace, Name: name}, &batchv1.Job{})
+	if err != nil || job == nil || !job.DeletionTimestamp.IsZero() {
+		return err
+	}
+	if a := cvm.Status.ActiveProbe; a != nil && a.UID == string(job.UID) {
+		return nil
+	}
+	if err := r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &job.UID}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting Job %s, which holds a probe's name unrecorded: %w", name, err)
+	}
+	r.Recorder.Eventf(cvm, corev1.EventTypeWarning, isov1.EventReasonProbeCancelled, "Deleted Job %s: it holds the name of the crawler's next probe and is not the probe isochron recorded", name)
+	return nil
+}
+
+// pruneProbes deletes the crawler's finished probe Jobs beyond slo.KeepFinished, with
+// their pods.
+func (r *CrawlerVMReconciler) pruneProbes(ctx context.Context, cvm *isov1.CrawlerVM, jobs []batchv1.Job) error {
+	for _, j := range slo.Prune(jobs, cvm, r.probes.NameKey, cvm.Status.ActiveProbe) {
+		if err := r.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &j.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting finished probe Job %s: %w", j.Name, err)
+		}
+	}
+	return nil
 }
 
 // probeTarget is the RT-NIC's network and the VM's address on it, as the VMI reports it.
@@ -166,8 +293,11 @@ func (r *CrawlerVMReconciler) probeTarget(ctx context.Context, cvm *isov1.Crawle
 
 // ensureProbeService applies the crawler's probe gateway Service when it is missing or
 // differs from what isochron wants, and returns its cluster IP ("" for a Service of that
-// name that isochron does not own).
-func (r *CrawlerVMReconciler) ensureProbeService(ctx context.Context, cvm *isov1.CrawlerVM) (string, error) {
+// name that isochron does not own). Its selector follows status.activeProbe when
+// follow is set (runProbes, which has just decided the probe); otherwise the Job it
+// selects stays as it is, so that a reconcile from a copy of the crawler older than the
+// probe's record does not point the Service back at a finished probe.
+func (r *CrawlerVMReconciler) ensureProbeService(ctx context.Context, cvm *isov1.CrawlerVM, follow bool) (string, error) {
 	want := slo.Service(cvm)
 	have := &corev1.Service{}
 	err := r.Get(ctx, client.ObjectKeyFromObject(want), have)
@@ -175,6 +305,12 @@ func (r *CrawlerVMReconciler) ensureProbeService(ctx context.Context, cvm *isov1
 	case err == nil:
 		if !metav1.IsControlledBy(have, cvm) {
 			return "", nil // not ours: the condition below would not help; startProbe still works
+		}
+		if !follow {
+			delete(want.Spec.Selector, batchv1.ControllerUidLabel)
+			if uid, ok := have.Spec.Selector[batchv1.ControllerUidLabel]; ok {
+				want.Spec.Selector[batchv1.ControllerUidLabel] = uid
+			}
 		}
 		if equality.Semantic.DeepEqual(have.Spec.Selector, want.Spec.Selector) && portsMatch(have.Spec.Ports, want.Spec.Ports) {
 			return have.Spec.ClusterIP, nil

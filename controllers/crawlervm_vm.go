@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,11 +26,13 @@ import (
 	"isochron.io/isochron/internal/readiness"
 	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/slo"
+	"isochron.io/isochron/probes/credential"
 )
 
 // +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachines,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=get;list;watch;update;patch;delete
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;create
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=create;patch
 
 // world is what a reconcile reads of a crawler's world, once (readWorld): its VM and VMI,
 // its launcher pods and the node its VMI runs on, as the readiness chain judges them.
@@ -101,8 +104,8 @@ func (r *CrawlerVMReconciler) runVM(ctx context.Context, cvm *isov1.CrawlerVM, s
 		return nil, err
 	}
 	vm, vmi := w.VM, w.VMI
-	in := render.Input{CrawlerVM: cvm, Sizing: size.Sizing, Node: held.Node, RTBinding: binding,
-		GuestDSCP: guestDSCP, Agent: &render.Agent{Image: r.probes.Image, Gateways: slo.GatewayURLs(cvm, gatewayIP)}}
+	in := render.Input{CrawlerVM: cvm, Sizing: size.Sizing, Node: held.Node, RTBinding: binding, GuestDSCP: guestDSCP,
+		Agent: &render.Agent{Image: r.probes.Image, Gateways: slo.GatewayURLs(cvm, gatewayIP), Key: credential.Key(r.master, string(cvm.UID))}}
 	if vm != nil && vm.Spec.RunStrategy != nil {
 		in.RunStrategy = *vm.Spec.RunStrategy // a person's virtctl stop holds
 	}
@@ -118,6 +121,10 @@ func (r *CrawlerVMReconciler) runVM(ctx context.Context, cvm *isov1.CrawlerVM, s
 	cvm.Status.VMI = &isov1.VMIStatus{Name: desired.Name}
 	if vmi != nil {
 		cvm.Status.VMI.Phase = string(vmi.Status.Phase)
+	}
+	// The guest Secret before the VM: KubeVirt reads it when it starts a VMI.
+	if err := r.applyGuestSecret(ctx, in); err != nil {
+		return nil, err
 	}
 
 	if vmi != nil && (vm == nil || metav1.IsControlledBy(vmi, cvm)) {
@@ -141,7 +148,7 @@ func (r *CrawlerVMReconciler) runVM(ctx context.Context, cvm *isov1.CrawlerVM, s
 		return nil, nil // the VM is read again when KubeVirt has adopted the VMI
 	}
 
-	plan := render.PlanVMWrite(vm, in)
+	plan := render.PlanVMWrite(vm, in, vmi == nil)
 	if networkGone && plan == render.WriteApply {
 		plan = render.WriteNothing // nothing to render its RT-NIC from: the template stays as it is
 	}
@@ -250,6 +257,36 @@ func (r *CrawlerVMReconciler) applyVM(ctx context.Context, vm *kubevirtv1.Virtua
 	return nil
 }
 
+// applyGuestSecret writes the crawler's guest Secret (render.GuestSecret) with
+// server-side apply when what isochron renders for it differs from what this process
+// last applied: the manager may create and patch Secrets but not read them, so it keeps
+// the hash of what it applied (one apply per crawler after a restart, none in a steady
+// cluster).
+func (r *CrawlerVMReconciler) applyGuestSecret(ctx context.Context, in render.Input) error {
+	secret, err := render.GuestSecret(in)
+	if err != nil || secret == nil {
+		return err
+	}
+	u, err := render.Unstructured(secret)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(u.Object)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(b)
+	key := in.CrawlerVM.Namespace + "/" + in.CrawlerVM.Name
+	if r.guestSecrets.applied(key, sum) {
+		return nil
+	}
+	if err := r.Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying guest Secret %s: %w", secret.Name, err)
+	}
+	r.guestSecrets.remember(key, sum)
+	return nil
+}
+
 // adoptVMI handles a VMI of the crawler's name that exists before its VM. A bare VMI an
 // earlier release of isochron created (controlled by the crawler) is released, so that
 // KubeVirt's VM controller adopts it when the VM is created (it adopts only a VMI without
@@ -344,16 +381,22 @@ func (r *CrawlerVMReconciler) recordStartRevision(ctx context.Context, vm *kubev
 	return nil
 }
 
-// restartForInputs says whether isochron restarts the VMI: KubeVirt reports that the
-// VM's template has changed in a way it cannot apply to the running VMI
-// (RestartRequired), and the VMI was started from other inputs than the template's
-// (AnnotationVMInputs). A template that differs only in how a newer release renders the
-// same inputs restarts nothing; the VMI takes it at its next start.
+// restartForInputs says whether isochron restarts the VMI: it was started from other
+// inputs than the VM's template (AnnotationVMInputs), and either KubeVirt reports that
+// the template has changed in a way it cannot apply to the running VMI (RestartRequired)
+// or the user's cloud-init data changed (AnnotationUserDataHash: it is in the guest
+// Secret, which KubeVirt reads only at a start, so the template does not show it). A
+// template that differs only in how a newer release renders the same inputs restarts
+// nothing; the VMI takes it at its next start.
 func restartForInputs(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) bool {
 	if !vmi.DeletionTimestamp.IsZero() || vm.Spec.Template == nil {
 		return false
 	}
-	return restartRequired(vm) && vmi.Annotations[isov1.AnnotationVMInputs] != vm.Spec.Template.ObjectMeta.Annotations[isov1.AnnotationVMInputs]
+	t := vm.Spec.Template.ObjectMeta.Annotations
+	if vmi.Annotations[isov1.AnnotationVMInputs] == t[isov1.AnnotationVMInputs] {
+		return false
+	}
+	return restartRequired(vm) || vmi.Annotations[isov1.AnnotationUserDataHash] != t[isov1.AnnotationUserDataHash]
 }
 
 // restartTurnEvery is how often a crawler that waits for its turn to restart looks again.

@@ -42,6 +42,9 @@ var (
 	clk = &steppedClock{}
 	// kv plays KubeVirt's VM and migration controllers (virtsim).
 	kv *virtsim.Sim
+	// masterKey is the operator's probe master key: a test that plays isochron's side of a
+	// probe (the agent with the crawler's key, a Job's name) derives from it.
+	masterKey = []byte("the test suite's probe master key")
 )
 
 // conflicts makes the operator's status writes lose a conflict where a test asks, as a
@@ -177,7 +180,7 @@ func run(m *testing.M) int {
 	probes := slo.DefaultOptions("isochron/rtprobe:test")
 	probes.Grace = 2 * time.Second // a short grace lets the Job controller time a probe out within a test
 	r := controllers.NewCrawlerVMReconciler(mgr, controllers.WithConcurrency(4), controllers.WithProbes(probes), controllers.WithClock(clk),
-		controllers.WithRTUplinks([]string{testUplink}))
+		controllers.WithRTUplinks([]string{testUplink}), controllers.WithProbeMasterKey(masterKey))
 	if err := r.SetupWithManager(mgr); err != nil {
 		panic(err)
 	}

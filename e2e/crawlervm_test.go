@@ -25,6 +25,7 @@ import (
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/inventory"
+	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/slo"
 )
 
@@ -370,6 +371,12 @@ func runCrawler(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM, checkCP
 		if lp.Verdict != isov1.VerdictConfirmed && lp.Verdict != isov1.VerdictRefuted {
 			t.Errorf("verdict %s (%s: %s), want Confirmed or Refuted: the agent's crawl measured", lp.Verdict, lp.Reason, lp.Message)
 		}
+		// Every request of the agent carried the crawler's token: none was foreign (some
+		// would be if the guest's key, from the guest Secret's user data, and the probe
+		// pod's, from its probe-key, differed).
+		if lp.ForeignRequests != 0 {
+			t.Errorf("status.lastProbe.foreignRequests = %d, want 0: the agent's requests carry the crawler's probe credential", lp.ForeignRequests)
+		}
 		if ie := lp.IntervalError; ie == nil || ie.Intervals == 0 {
 			t.Errorf("status.lastProbe.intervalError = %+v, want intervals counted from the agent's requests", ie)
 		} else {
@@ -576,7 +583,7 @@ func waitGone(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM, launcher 
 }
 
 // leftovers lists what isochron created for cvm and still exists: its VM and VMI, probe
-// Jobs and probe Service.
+// Jobs, probe Service and guest Secret.
 func leftovers(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM) []string {
 	t.Helper()
 	var left []string
@@ -607,6 +614,13 @@ func leftovers(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM) []string
 		left = append(left, "service/"+slo.ServiceName(cvm))
 	case !apierrors.IsNotFound(err):
 		t.Fatalf("reading the probe Service: %v", err)
+	}
+	err = cl.Get(ctx, client.ObjectKey{Namespace: cvm.Namespace, Name: render.GuestSecretName(cvm)}, &corev1.Secret{})
+	switch {
+	case err == nil:
+		left = append(left, "secret/"+render.GuestSecretName(cvm))
+	case !apierrors.IsNotFound(err):
+		t.Fatalf("reading the guest Secret: %v", err)
 	}
 	return left
 }

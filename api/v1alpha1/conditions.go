@@ -205,6 +205,13 @@ const (
 	EventReasonProbeStarted = "ProbeStarted"
 	// EventReasonProbeCancelled: a probe Job of an outdated spec or VMI was deleted.
 	EventReasonProbeCancelled = "ProbeCancelled"
+	// EventReasonProbeAbandoned: a cancelled probe Job was still being deleted when the
+	// wait for it ended (its pod's node does not answer): it no longer holds back the
+	// crawler's next probe.
+	EventReasonProbeAbandoned = "ProbeAbandoned"
+	// EventReasonProbeForeignTraffic: a probe's gateway received requests without the
+	// crawler's probe credential, which it did not count.
+	EventReasonProbeForeignTraffic = "ProbeForeignTraffic"
 	// EventReasonProbeConfirmed, EventReasonProbeRefuted, EventReasonProbeInconclusive,
 	// EventReasonProbeFailed and EventReasonProbeTimedOut record a finished probe's
 	// verdict (ProbeVerdict.EventReason).

@@ -345,6 +345,34 @@ type ProbeResult struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	ConsecutiveFailures int32 `json:"consecutiveFailures,omitempty"`
+	// foreignRequests is how many requests reached the probe's gateway without the
+	// crawler's probe credential (from another pod, or a guest agent without the
+	// crawler's key): counted here, never in the verdict. Absent when there were none.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	ForeignRequests int64 `json:"foreignRequests,omitempty"`
+}
+
+// ActiveProbe is the probe Job isochron created for the crawler and has not recorded in
+// lastProbe yet: the one Job whose result isochron believes.
+type ActiveProbe struct {
+	// job is the probe Job's name, in the CrawlerVM's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Job string `json:"job,omitempty"`
+	// uid is the UID the API server gave the Job when isochron created it. Only that Job,
+	// and only a pod its Job controller made from it, count as the crawler's probe: a Job
+	// or pod anyone else creates with a probe's labels and owner reference does not.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	UID string `json:"uid,omitempty"`
+	// cancelTime is when isochron cancelled the probe (it measured an outdated spec or
+	// VMI); absent while it measures. A cancelled probe holds the next one back until its
+	// Job is gone, or for at most two minutes (docs/probes.md).
+	// +optional
+	CancelTime *metav1.Time `json:"cancelTime,omitempty"`
 }
 
 // MeasuredIntervalError is what a probe's gateway measured of a crawler's requests.
@@ -442,6 +470,10 @@ type CrawlerVMStatus struct {
 	// lastProbe is the outcome of the last probe run that finished.
 	// +optional
 	LastProbe *ProbeResult `json:"lastProbe,omitempty"`
+
+	// activeProbe is the probe Job isochron created and has not recorded yet.
+	// +optional
+	ActiveProbe *ActiveProbe `json:"activeProbe,omitempty"`
 
 	// lastRemediation is what isochron last did about a refuting probe under
 	// spec.placement.onRefuted Replace: the move, or why the crawler stayed.

@@ -28,17 +28,26 @@ const (
 	// change live; one that only an older release of isochron rendered differently keeps
 	// running.
 	AnnotationVMInputs = "isochron.io/vm-inputs"
+	// AnnotationUserDataHash, on a VM's template and so on each VMI KubeVirt starts from
+	// it, is the hash of spec.guest.cloudInitUserData it was rendered with. The user data
+	// reaches the guest from the crawler's guest Secret, which KubeVirt reads only when it
+	// starts a VMI: a running VMI whose hash differs from its template's is restarted once.
+	AnnotationUserDataHash = "isochron.io/user-data-hash"
 	// AnnotationVMIInputs is the hash (node included) with which releases of isochron
 	// before it owned VMs annotated the bare VMIs they created; read when a crawler's VM
 	// adopts such a VMI.
 	AnnotationVMIInputs = "isochron.io/vmi-inputs"
-	// AnnotationProbeTrigger, AnnotationProbeGeneration, AnnotationProbeVMIUID and
-	// AnnotationProbeNode record on a probe Job why it runs (ProbeTrigger), which spec
-	// generation, which VMI and on which node it measures.
+	// AnnotationProbeTrigger, AnnotationProbeGeneration, AnnotationProbeVMIUID,
+	// AnnotationProbeNode, AnnotationProbeMigration and AnnotationProbeSlot record on a
+	// probe Job why it runs (ProbeTrigger), which spec generation, which VMI, on which
+	// node and after which live migration it measures, and which schedule slot it fills
+	// (RFC 3339).
 	AnnotationProbeTrigger    = "isochron.io/probe-trigger"
 	AnnotationProbeGeneration = "isochron.io/probe-generation"
 	AnnotationProbeVMIUID     = "isochron.io/probe-vmi-uid"
 	AnnotationProbeNode       = "isochron.io/probe-node"
+	AnnotationProbeMigration  = "isochron.io/probe-migration"
+	AnnotationProbeSlot       = "isochron.io/probe-slot"
 )
 
 // AnnotationMultusResourceName is Multus's annotation on a NetworkAttachmentDefinition

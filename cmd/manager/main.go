@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -28,13 +29,15 @@ func main() {
 	var metricsAddr, probeAddr, pprofAddr string
 	var leaderElect, secureMetrics, enableHTTP2 bool
 	var concurrency, qps, burst int
-	var probeImage, probeCPU, leaderElectionNamespace, sharedNetworks, rtUplinks string
+	var probeImage, probeCPU, leaderElectionNamespace, sharedNetworks, rtUplinks, namespace, masterKeySecret string
 	var probeGrace, probeTTL, minMoveInterval, refutedMemory, nodeLostGrace time.Duration
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address of the metrics endpoint (\"0\" disables it).")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address of Go's pprof endpoints (empty: off), for profiling (make bench-placement).")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader, so that only one replica places crawlers at a time.")
 	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease; empty: the manager's own namespace (in a cluster).")
+	flag.StringVar(&namespace, "namespace", os.Getenv("POD_NAMESPACE"), "The manager's own namespace, where it keeps the probe master key (default: $POD_NAMESPACE, which config/manager sets).")
+	flag.StringVar(&masterKeySecret, "probe-master-key-secret", controllers.DefaultProbeMasterKeySecret, "Secret in --namespace holding the master key of the crawlers' probe credentials; the first manager creates it. Deleting it gives every crawler a new probe key, which a running guest learns only at its next start.")
 	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS, to callers authenticated and authorised by the API server.")
 	flag.BoolVar(&enableHTTP2, "enable-http2", false, "Serve metrics over HTTP/2 (off: HTTP/2 rapid-reset CVEs).")
 	flag.IntVar(&concurrency, "max-concurrent-reconciles", 16, "CrawlerVMs reconciled at once; those waiting for a node are decided together, in one batch on one reading of the cluster.")
@@ -94,7 +97,20 @@ func main() {
 		setupLog.Error(err, "Unable to create manager")
 		os.Exit(1)
 	}
-	r := controllers.NewCrawlerVMReconciler(mgr, controllers.WithConcurrency(concurrency),
+	// Read before the manager starts, with a client of its own (the manager's cache is not
+	// running yet, and it never caches Secrets).
+	direct, err := client.New(cfg, client.Options{Scheme: controllers.Scheme()})
+	if err != nil {
+		setupLog.Error(err, "Unable to create a client")
+		os.Exit(1)
+	}
+	ctx := ctrl.SetupSignalHandler()
+	master, err := controllers.LoadProbeMasterKey(ctx, direct, namespace, masterKeySecret)
+	if err != nil {
+		setupLog.Error(err, "Unable to read the probe master key")
+		os.Exit(1)
+	}
+	r := controllers.NewCrawlerVMReconciler(mgr, controllers.WithConcurrency(concurrency), controllers.WithProbeMasterKey(master),
 		controllers.WithProbes(slo.Options{Image: probeImage, Grace: probeGrace, TTL: probeTTL, CPU: cpu}),
 		controllers.WithMinMoveInterval(minMoveInterval), controllers.WithRefutedNodeMemory(refutedMemory), controllers.WithNodeLostGrace(nodeLostGrace), controllers.WithSharedNetworkNamespaces(shared), controllers.WithRTUplinks(uplinks))
 	if err := r.SetupWithManager(mgr); err != nil {
@@ -110,7 +126,7 @@ func main() {
 		os.Exit(1)
 	}
 	setupLog.Info("Starting manager")
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		setupLog.Error(err, "Manager stopped with an error")
 		os.Exit(1)
 	}

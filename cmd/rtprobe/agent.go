@@ -21,10 +21,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"time"
 
 	"isochron.io/isochron/probes/agent"
+	"isochron.io/isochron/probes/credential"
 )
 
 func init() {
@@ -42,6 +44,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cfg := agent.Config{Log: stderr}
 	fs.DurationVar(&cfg.Poll, "poll", 5*time.Second, "how often to ask the gateway for a window")
 	fs.StringVar(&cfg.WindowFile, "window-file", agent.DefaultWindowFile, "where a window for the guest's own crawler is written (traffic crawler)")
+	keyFile := fs.String("key-file", "", "file holding the crawler's probe key (hex), which isochron's cloud-init part writes; without it a gateway that counts only the crawler's credential gets nothing from this agent")
 	var mark agent.Marking
 	fs.IntVar(&mark.DSCP, "dscp", -1, "DSCP code point to set, at start, on everything leaving the NIC of --dscp-mac (the RT-NIC); -1: none")
 	fs.StringVar(&mark.MAC, "dscp-mac", "", "MAC address of the NIC to mark (with --dscp)")
@@ -69,6 +72,16 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if len(cfg.Gateways) == 0 {
 		return usageError(fs, fmt.Errorf("--gateway is required"))
+	}
+	if *keyFile != "" {
+		b, err := os.ReadFile(*keyFile)
+		if err == nil {
+			cfg.Key, err = credential.Parse("--key-file "+*keyFile, string(b))
+		}
+		if err != nil {
+			// The agent still runs: it logs, at each window, that it cannot take part.
+			fmt.Fprintf(stderr, "rtprobe agent: reading the probe key: %v\n", err)
+		}
 	}
 	served := func(w agent.Window) {
 		if w.Crawl != nil {

@@ -20,6 +20,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -29,7 +31,12 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/slo"
 	"isochron.io/isochron/probes/crawl"
+	"isochron.io/isochron/probes/credential"
 	"isochron.io/isochron/probes/gateway"
 	"isochron.io/isochron/probes/report"
 	"isochron.io/isochron/probes/rtt"
@@ -304,17 +311,38 @@ func TestSLOFailuresAreReportedAndExitNonZero(t *testing.T) {
 // The probe Job's side and the guest's side together, as isochron runs them: `rtprobe
 // slo --crawl-rps` announces a window, `rtprobe agent` in the guest finds it and crawls
 // the schedule for it, and the report counts the intervals of the agent's requests.
+//
+// The probe pod has the crawler's key in its environment (--key-env) and the guest in a
+// file (--key-file), as isochron gives them; a crawl from anywhere else, without the
+// token, is foreign: counted and otherwise ignored.
 func TestSLOMeasuresTheAgentsCrawl(t *testing.T) {
+	key := credential.Encode(credential.Key([]byte("master"), "crawler-uid"))
+	t.Setenv("TEST_PROBE_KEY", key)
+	keyFile := filepath.Join(t.TempDir(), "probe-key")
+	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	gw := freeAddr(t, "tcp")
 	path := filepath.Join(t.TempDir(), "termination-log")
 	var out, errOut lockedBuffer
 	code := make(chan int, 1)
 	go func() {
 		code <- run(context.Background(), []string{"slo", "--listen", gw, "--period", "100ms", "--delay", "0s",
-			"--objective", "90", "--duration", "2s", "--crawl-rps", "100", "--report", path, "--json"}, &out, &errOut)
+			"--objective", "90", "--duration", "2s", "--crawl-rps", "100", "--key-env", "TEST_PROBE_KEY", "--report", path, "--json"}, &out, &errOut)
 	}()
 	var agentOut, agentErr lockedBuffer
-	stopAgent := background([]string{"agent", "--gateway", "http://" + gw, "--poll", "20ms", "--json"}, &agentOut, &agentErr)
+	stopAgent := background([]string{"agent", "--gateway", "http://" + gw, "--poll", "20ms", "--key-file", keyFile, "--json"}, &agentOut, &agentErr)
+	// Another pod crawls the gateway too, without the token.
+	waitFor(t, func() bool {
+		resp, err := http.Get("http://" + gw + "/metrics")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	})
+	var otherOut, otherErr lockedBuffer
+	_ = run(context.Background(), []string{"crawl", "--target", "http://" + gw + "/", "--rps", "100",
+		"--period", "100ms", "--duration", "300ms", "--json"}, &otherOut, &otherErr)
 	if c := <-code; c != 0 {
 		t.Fatalf("slo exited %d: %s", c, errOut.String())
 	}
@@ -334,6 +362,26 @@ func TestSLOMeasuresTheAgentsCrawl(t *testing.T) {
 	if !strings.Contains(agentErr.String(), "agent: window of agent at 100 rps from http://"+gw) {
 		t.Errorf("the agent's log does not record the window: %s", agentErr.String())
 	}
+	var other crawl.Result
+	lastJSON(t, otherOut.String(), &other)
+	if rep.Interval.Foreign != other.Sent || other.Sent < 25 {
+		t.Errorf("the report counts %d foreign requests; the other crawl sent %d (want about 30, all foreign)", rep.Interval.Foreign, other.Sent)
+	}
+}
+
+// A probe Job told of a key it cannot read fails and says so in its report, rather than
+// count nobody's requests.
+func TestSLOWithoutItsKeyFails(t *testing.T) {
+	t.Setenv("TEST_PROBE_KEY", "")
+	path := filepath.Join(t.TempDir(), "termination-log")
+	var out, errOut lockedBuffer
+	if c := run(context.Background(), []string{"slo", "--listen", "127.0.0.1:0", "--duration", "1s", "--key-env", "TEST_PROBE_KEY", "--report", path}, &out, &errOut); c != exitError {
+		t.Fatalf("exit %d, want %d", c, exitError)
+	}
+	rep := readReport(t, path)
+	if !strings.Contains(rep.Error, "--key-env TEST_PROBE_KEY holds a key of 0 bytes") {
+		t.Errorf("report error %q: want it to name --key-env and what is wrong", rep.Error)
+	}
 }
 
 // readReport reads and parses the report rtprobe slo wrote to path.
@@ -348,4 +396,77 @@ func readReport(t *testing.T, path string) report.Report {
 		t.Fatal(err)
 	}
 	return rep
+}
+
+// Another pod's requests, without the crawler's token, do not refute the crawler: beside
+// the agent's crawl (10 points, each once a second), it requests each point twice a
+// second, 0.4 s apart, all window long, which a gateway that counted it would measure as
+// interval errors of 0.4 and 0.6 s, over the 300 ms tolerance (wide, so that the agent's
+// own timing on a loaded test machine stays within it). The keyed gateway counts them as
+// foreign, and the operator's judgement of the report (slo.Judge) is the agent's alone.
+// (internal/slo's TestForeignRequestsDoNotMoveTheVerdict shows the same on a gateway
+// with a stepped clock.)
+func TestForeignRequestsDoNotRefute(t *testing.T) {
+	key := credential.Encode(credential.Key([]byte("master"), "crawler-uid"))
+	t.Setenv("TEST_PROBE_KEY", key)
+	keyFile := filepath.Join(t.TempDir(), "probe-key")
+	if err := os.WriteFile(keyFile, []byte(key), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const period = time.Second
+	gw := freeAddr(t, "tcp")
+	path := filepath.Join(t.TempDir(), "termination-log")
+	var out, errOut lockedBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run(context.Background(), []string{"slo", "--listen", gw, "--period", period.String(), "--delay", "0s",
+			"--objective", "90", "--tolerance", "300ms", "--duration", "5s", "--crawl-rps", "10", "--key-env", "TEST_PROBE_KEY",
+			"--report", path, "--json"}, &out, &errOut)
+	}()
+	var agentOut, agentErr lockedBuffer
+	stopAgent := background([]string{"agent", "--gateway", "http://" + gw, "--poll", "20ms", "--key-file", keyFile}, &agentOut, &agentErr)
+	waitFor(t, func() bool {
+		resp, err := http.Get("http://" + gw + "/metrics")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	})
+	// The attacker: the agent's point IDs, each twice a period, 0.4 s apart.
+	attack, stopAttack := context.WithTimeout(context.Background(), 4500*time.Millisecond)
+	defer stopAttack()
+	client := &http.Client{Timeout: time.Second}
+	get := func(point int) {
+		if resp, err := client.Get(fmt.Sprintf("http://%s/?point=%d", gw, point)); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for attack.Err() == nil {
+		for p := range 10 {
+			go func() { get(p); time.Sleep(400 * time.Millisecond); get(p) }()
+		}
+		select {
+		case <-attack.Done():
+		case <-tick.C:
+		}
+	}
+	if c := <-code; c != 0 {
+		t.Fatalf("slo exited %d: %s", c, errOut.String())
+	}
+	stopAgent()
+	rep := readReport(t, path)
+	if rep.Interval == nil {
+		t.Fatal("the report has no interval part")
+	}
+	cvm := &isov1.CrawlerVM{Spec: isov1.CrawlerVMSpec{RPS: 10, ErrorBudget: isov1.ErrorBudget{Tolerance: metav1.Duration{Duration: 300 * time.Millisecond}, Objective: "90"}}}
+	verdict, reason, msg, _, _ := slo.Judge(cvm, rep)
+	if verdict == isov1.VerdictRefuted {
+		t.Errorf("another pod's requests refuted the crawler: %s %s: %s (%d foreign)", verdict, reason, msg, rep.Interval.Foreign)
+	}
+	if rep.Interval.Foreign < 40 || rep.Interval.Count < 10 {
+		t.Errorf("%d intervals, %d foreign requests: want the agent's intervals, and the attacker's requests counted as foreign", rep.Interval.Count, rep.Interval.Foreign)
+	}
 }

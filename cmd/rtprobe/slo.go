@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"isochron.io/isochron/probes/credential"
 	"isochron.io/isochron/probes/gateway"
 	"isochron.io/isochron/probes/report"
 	"isochron.io/isochron/probes/rtt"
@@ -55,6 +56,7 @@ func runSLO(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	reportPath := fs.String("report", "", "file to write the report to, e.g. /dev/termination-log")
 	crawlRPS := fs.Int("crawl-rps", 0, "announce a probe window at /window asking the guest for this schedule (requests per second); 0: no window")
 	traffic := fs.String("traffic", gateway.TrafficAgent, "what the window asks the guest to send: agent (the agent crawls) or crawler (the guest's own crawler copies its requests)")
+	keyEnv := fs.String("key-env", "", "environment variable holding the crawler's probe key (hex): the gateway then counts only requests with its token over this probe's nonce; empty: every request counts")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -68,12 +70,22 @@ func runSLO(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *crawlRPS > 0 {
 		// Its end is set when the measurement starts, below.
 		gcfg.Window = &gateway.Window{Traffic: *traffic, RPS: *crawlRPS, PeriodSeconds: period.Seconds()}
+		gcfg.MaxPoints = gateway.MaxPoints(*crawlRPS, *period)
+	}
+	rep := report.Report{Version: report.Version, Objective: *objective, RTTTarget: rc.Target}
+	if *keyEnv != "" {
+		// A probe without its key would count nobody: it fails, and says why.
+		key, err := credential.Parse("--key-env "+*keyEnv, os.Getenv(*keyEnv))
+		if err != nil {
+			rep.Error = err.Error()
+			return finishSLO(stdout, stderr, *asJSON, *reportPath, rep)
+		}
+		gcfg.Key = key
 	}
 	g, err := gateway.New(gcfg)
 	if err != nil {
 		return usageError(fs, err)
 	}
-	rep := report.Report{Version: report.Version, Objective: *objective, RTTTarget: rc.Target}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		rep.Error = fmt.Sprintf("listening on --listen %s: %v", *listen, err)

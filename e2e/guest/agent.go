@@ -18,9 +18,10 @@ import (
 // The e2e guest has no cloud-init and no shell, so it does for isochron's cloud-init part
 // what a cloud image does (docs/probes.md, "The agent"): it finds the NoCloud disk
 // (ISO 9660, volume "cidata") and in its user-data the part "# isochron: probe agent",
-// copies the agent out of the disk whose serial is isochron-agent, and runs it with the
-// arguments of the part's a="..." line. Everything the operator rendered is used as
-// rendered.
+// copies the agent out of the disk whose serial is isochron-agent, writes the probe key
+// of the part's k=... line to the file its --key-file names (root only), and runs the
+// agent with the arguments of the part's a="..." line. Everything the operator rendered
+// is used as rendered.
 
 const (
 	agentSerial = "isochron-agent"
@@ -48,9 +49,13 @@ func startAgent() {
 		logf("agent: reading user-data from %s: %v", cidataDev, err)
 		return
 	}
-	args, err := agentArgs(userData)
+	args, key, err := agentArgs(userData)
 	if err != nil {
 		logf("agent: %v", err)
+		return
+	}
+	if err := writeKey(args, key); err != nil {
+		logf("agent: writing the probe key: %v", err)
 		return
 	}
 	if err := copyFile(agentDev, agentPath, 0o755); err != nil {
@@ -172,22 +177,45 @@ func isoNameMatches(id, name string) bool {
 	return id != "" && id == strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
-// agentArgs are the agent's arguments in isochron's part of the user data: the words of
-// its a="..." line. The user data is isochron's part alone or a MIME multipart document
-// of the user's part and isochron's.
-func agentArgs(userData []byte) ([]string, error) {
+// agentArgs are the agent's arguments in isochron's part of the user data, the words of
+// its a="..." line, and the probe key of its k=... line ("" for none). The user data is
+// isochron's part alone or a MIME multipart document of the user's part and isochron's.
+func agentArgs(userData []byte) (args []string, key string, err error) {
 	for _, part := range userDataParts(userData) {
 		if !bytes.Contains(part, []byte("\n# isochron: probe agent")) {
 			continue
 		}
 		for _, line := range strings.Split(string(part), "\n") {
+			if v, ok := strings.CutPrefix(line, "k="); ok {
+				key = v
+			}
 			if v, ok := strings.CutPrefix(line, `a="`); ok {
-				return strings.Fields(strings.TrimSuffix(v, `"`)), nil
+				args = strings.Fields(strings.TrimSuffix(v, `"`))
 			}
 		}
-		return nil, errors.New("isochron's part has no a=\"...\" line")
+		if args == nil {
+			return nil, "", errors.New("isochron's part has no a=\"...\" line")
+		}
+		return args, key, nil
 	}
-	return nil, errors.New("no part of isochron's in the user data")
+	return nil, "", errors.New("no part of isochron's in the user data")
+}
+
+// writeKey writes key to the file the agent's --key-file names, as isochron's part does
+// ((umask 077; echo $k >file)); nothing without one.
+func writeKey(args []string, key string) error {
+	for _, a := range args {
+		if file, ok := strings.CutPrefix(a, "--key-file="); ok {
+			if key == "" {
+				return fmt.Errorf("the agent reads %s and isochron's part has no k= line", file)
+			}
+			if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+				return err
+			}
+			return os.WriteFile(file, []byte(key+"\n"), 0o600)
+		}
+	}
+	return nil
 }
 
 // userDataParts are the documents of a user-data file: the parts of a MIME multipart

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/sizing"
+	"isochron.io/isochron/probes/credential"
 )
 
 // The guest reads the agent's arguments from the user data exactly as the operator
@@ -29,29 +32,43 @@ func TestAgentArgsFromRenderedUserData(t *testing.T) {
 				CPUPlacement: isov1.CPUPlacementShared,
 			}
 			s, _ := sizing.Size(inventory.Demand(&c.Spec), model.DefaultParams())
-			vmi, err := render.VMI(render.Input{CrawlerVM: c, Sizing: s, Node: "n", Agent: &render.Agent{
-				Image: "isochron/rtprobe:v0.1.0", Gateways: []string{"http://shared-probe.e2e-x.svc:8080", "http://10.96.0.9:8080"},
+			key := credential.Key([]byte("master"), string(c.UID))
+			// The user data KubeVirt puts on the NoCloud disk: the guest Secret's.
+			secret, err := render.GuestSecret(render.Input{CrawlerVM: c, Sizing: s, Node: "n", Agent: &render.Agent{
+				Image: "isochron/rtprobe:v0.1.0", Gateways: []string{"http://shared-probe.e2e-x.svc:8080", "http://10.96.0.9:8080"}, Key: key,
 			}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			var data string
-			for _, v := range vmi.Spec.Volumes {
-				if v.CloudInitNoCloud != nil {
-					data = v.CloudInitNoCloud.UserData
-				}
-			}
-			got, err := agentArgs([]byte(data))
+			got, gotKey, err := agentArgs(secret.Data[render.SecretKeyUserData])
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := []string{"agent", "--gateway=http://shared-probe.e2e-x.svc:8080,http://10.96.0.9:8080"}
+			want := []string{"agent", "--gateway=http://shared-probe.e2e-x.svc:8080,http://10.96.0.9:8080", "--key-file=" + render.AgentKeyFile}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("agent arguments (-want +got):\n%s", diff)
 			}
+			if gotKey != credential.Encode(key) {
+				t.Errorf("probe key %q, want %q", gotKey, credential.Encode(key))
+			}
+			// The key lands where the agent reads it, for root alone.
+			file := filepath.Join(t.TempDir(), "etc", "isochron", "probe-key")
+			if err := writeKey([]string{"agent", "--key-file=" + file}, gotKey); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k, err := credential.Parse("the key file", string(b)); err != nil || credential.Encode(k) != credential.Encode(key) {
+				t.Errorf("key file holds %q (%v), want the crawler's key", b, err)
+			}
+			if fi, _ := os.Stat(file); fi.Mode().Perm() != 0o600 {
+				t.Errorf("key file mode %v, want 0600", fi.Mode().Perm())
+			}
 		})
 	}
-	if _, err := agentArgs([]byte("#cloud-config\n")); err == nil {
+	if _, _, err := agentArgs([]byte("#cloud-config\n")); err == nil {
 		t.Error("agentArgs found arguments in user data without isochron's part")
 	}
 }

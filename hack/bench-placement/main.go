@@ -226,7 +226,7 @@ func runIsochron(ctx context.Context, env *testenv.Env, o options, kc string, no
 		return result{}, err
 	}
 	defer watch.stop()
-	cmd := exec.Command(o.manager, "--leader-elect=false", "--metrics-bind-address="+metricsAddr, "--metrics-secure=false",
+	cmd := exec.Command(o.manager, "--leader-elect=false", "--namespace=default", "--metrics-bind-address="+metricsAddr, "--metrics-secure=false",
 		"--health-probe-bind-address=0", fmt.Sprintf("--kube-api-qps=%d", o.qps), fmt.Sprintf("--kube-api-burst=%d", o.burst))
 	if o.workers > 0 {
 		cmd.Args = append(cmd.Args, fmt.Sprintf("--max-concurrent-reconciles=%d", o.workers))

@@ -99,7 +99,7 @@ func run(bin string, timeout time.Duration) error {
 		return err
 	}
 	defer logf.Close()
-	mgr := exec.Command(filepath.Join(bin, "manager"), "--kubeconfig", kcPath,
+	mgr := exec.Command(filepath.Join(bin, "manager"), "--kubeconfig", kcPath, "--namespace", "default",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
 	mgr.Stdout, mgr.Stderr = logf, logf
 	if err := mgr.Start(); err != nil {

@@ -30,12 +30,15 @@ port=$((20000 + RANDOM % 10000))
 
 # The NoCloud disk: isochron's part of the user data as the renderer writes it
 # (internal/render/cloudinit.go), its gateway this machine as QEMU's user network shows
-# it to the guest (10.0.2.1).
+# it to the guest (10.0.2.1), with a probe key that rtprobe slo checks too.
+ISOCHRON_PROBE_KEY=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+export ISOCHRON_PROBE_KEY
 mkdir "$tmp/cidata"
 cat >"$tmp/cidata/user-data" <<EOF
 #!/bin/sh
 # isochron: probe agent (docs/probes.md)
-a="agent --gateway=http://10.0.2.1:$port"
+k=$ISOCHRON_PROBE_KEY
+a="agent --gateway=http://10.0.2.1:$port --key-file=/etc/isochron/probe-key"
 EOF
 printf 'instance-id: agent-cost\nlocal-hostname: agent-cost\n' >"$tmp/cidata/meta-data"
 xorriso -as mkisofs -quiet -V cidata -J -r -o "$tmp/cidata.iso" "$tmp/cidata" 2>/dev/null
@@ -68,7 +71,7 @@ qemu_cpu() { awk -v t="$tck" '{ printf "%.2f %.2f", $14 / t, $15 / t }' "/proc/$
 echo "agent-cost-guest: the agent in the e2e guest (TCG, $cpus vCPU, ${memory} MiB) crawling ${rps} rps for ${duration} s; this machine: $(nproc) CPUs, $(uname -r)"
 read -r u0 s0 <<<"$(qemu_cpu)"
 "$tmp/rtprobe" slo --listen "127.0.0.1:$port" --period 1s --delay 10ms --duration "${duration}s" \
-  --crawl-rps "$rps" --report "$tmp/report.json" >/dev/null 2>"$tmp/slo.err" || { cat "$tmp/slo.err" >&2; die "rtprobe slo failed"; }
+  --crawl-rps "$rps" --key-env ISOCHRON_PROBE_KEY --report "$tmp/report.json" >/dev/null 2>"$tmp/slo.err" || { cat "$tmp/slo.err" >&2; die "rtprobe slo failed"; }
 read -r u1 s1 <<<"$(qemu_cpu)"
 wait_for 'agent: window of' 60
 requests=$(grep -o '"requests":[0-9]*' "$tmp/report.json" | head -1 | cut -d: -f2)

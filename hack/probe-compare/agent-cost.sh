@@ -2,7 +2,8 @@
 # The CPU the probe agent costs a guest during a probe window (docs/probes.md): rtprobe
 # slo announces a window at RPS (default 1000) for DURATION_S seconds (default 60) on
 # loopback, rtprobe agent crawls it, and the agent's user and system CPU time over the
-# window is read from /proc/<pid>/stat, the bytes it wrote and read from /proc/<pid>/io,
+# window is read from /proc/<pid>/stat (both with a probe key, as isochron runs them: the
+# agent sends its token with every request and the gateway checks each), the bytes it wrote and read from /proc/<pid>/io,
 # and the bytes and packets that crossed loopback (requests, answers, ACKs and the
 # window polls: the probe's traffic on the wire) from /proc/net/dev. ROUNDS (default 2)
 # repeats it.
@@ -15,7 +16,10 @@ tmp=$(mktemp -d)
 trap 'kill "$agent" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 "${GO:-go}" build -o "$tmp/rtprobe" ./cmd/rtprobe
 port=$((20000 + RANDOM % 10000))
-"$tmp/rtprobe" agent --gateway "http://127.0.0.1:$port" --poll 1s >"$tmp/agent.out" 2>"$tmp/agent.err" &
+ISOCHRON_PROBE_KEY=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+export ISOCHRON_PROBE_KEY
+(umask 077; echo "$ISOCHRON_PROBE_KEY" >"$tmp/probe-key")
+"$tmp/rtprobe" agent --gateway "http://127.0.0.1:$port" --key-file "$tmp/probe-key" --poll 1s >"$tmp/agent.out" 2>"$tmp/agent.err" &
 agent=$!
 tck=$(getconf CLK_TCK)
 cpu() { awk -v t="$tck" '{ printf "%.2f %.2f", $14 / t, $15 / t }' "/proc/$agent/stat"; }
@@ -27,7 +31,7 @@ for ((r = 1; r <= rounds; r++)); do
   read -r w0 r0 <<<"$(io)"
   read -r b0 p0 <<<"$(lo)"
   "$tmp/rtprobe" slo --listen "127.0.0.1:$port" --period 1s --delay 10ms --duration "${duration}s" \
-    --crawl-rps "$rps" --report "$tmp/report.json" >/dev/null 2>"$tmp/slo.err"
+    --crawl-rps "$rps" --key-env ISOCHRON_PROBE_KEY --report "$tmp/report.json" >/dev/null 2>"$tmp/slo.err"
   sleep 2 # the agent's last requests and its log line
   read -r u1 s1 <<<"$(cpu)"
   read -r w1 r1 <<<"$(io)"

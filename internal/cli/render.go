@@ -31,7 +31,9 @@ func (e *NotPlacedError) Error() string {
 // is placed, in namespace/name order, on the Nodes in inv as the operator would place it.
 // Notes for the reader (what was assumed) go to notes. A crawler without a UID (from a
 // file, not the cluster) is rendered without an owner reference or inputs hash
-// (render.VM): an offline render cannot know them.
+// (render.VM): an offline render cannot know them. Each VM is followed by its guest
+// Secret (render.GuestSecret), its data as stringData to be read, without the probe key,
+// which the operator derives from its master key.
 func Render(inv *Inventory, node string, out, notes io.Writer) error {
 	if len(inv.CrawlerVMs) == 0 {
 		return &InputError{Problems: []string{"no CrawlerVM in the input"}}
@@ -82,6 +84,23 @@ func Render(inv *Inventory, node string, out, notes io.Writer) error {
 		}
 		buf.WriteString("---\n")
 		buf.Write(y)
+		secret, err := render.GuestSecret(render.Input{CrawlerVM: c, Sizing: s, Node: target, RTBinding: binding, GuestDSCP: guestDSCP, Agent: agent})
+		if err != nil || secret == nil {
+			return err
+		}
+		secret.StringData = map[string]string{}
+		for k, v := range secret.Data {
+			secret.StringData[k] = string(v)
+		}
+		secret.Data = nil
+		if y, err = render.YAML(secret); err != nil {
+			return err
+		}
+		buf.WriteString("---\n")
+		buf.Write(y)
+	}
+	if len(inv.CrawlerVMs) > len(unplaced) {
+		fmt.Fprintln(notes, "note: each guest Secret is rendered without the crawler's probe key, which the operator derives from its master key")
 	}
 	if _, err := out.Write(buf.Bytes()); err != nil {
 		return err

@@ -2,6 +2,7 @@ package render
 
 import (
 	"fmt"
+	"path"
 	"strings"
 
 	"isochron.io/isochron/internal/rtnet"
@@ -17,15 +18,24 @@ type marking struct {
 	class rtnet.DSCP
 }
 
+// AgentKeyFile is where isochron's cloud-init part writes the crawler's probe key in the
+// guest (root only), and the agent reads it (--key-file).
+const AgentKeyFile = "/etc/isochron/probe-key"
+
 // agentScript starts isochron's probe agent in the guest, as cloud-init runs it: it
-// copies the agent from its disk (a raw disk holding the static binary) and runs it as
-// a systemd service (each boot) where the guest has systemd, in the background otherwise.
-// With an RT-NIC the agent also marks its traffic with the DSCP class of its deadline.
-// The line a="agent ..." holds the agent's arguments (the e2e guest reads it). It is
-// terse because KubeVirt limits inline user data to 2048 bytes and the user's part
-// shares them.
-func agentScript(gateways []string, m *marking) string {
+// copies the agent from its disk (a raw disk holding the static binary), writes the
+// crawler's probe key (key, hex; none without one) to AgentKeyFile, readable by root
+// alone, and runs the agent as a systemd service (each boot) where the guest has systemd,
+// in the background otherwise. With an RT-NIC the agent also marks its traffic with the
+// DSCP class of its deadline. The line a="agent ..." holds the agent's arguments and the
+// line k=... the key (the e2e guest reads both).
+func agentScript(gateways []string, m *marking, key string) string {
 	args := "agent --gateway=" + strings.Join(gateways, ",")
+	keyLines := ""
+	if key != "" {
+		args += " --key-file=" + AgentKeyFile
+		keyLines = fmt.Sprintf("k=%s\nmkdir -p %s; (umask 077; echo $k >%s)\n", key, path.Dir(AgentKeyFile), AgentKeyFile)
+	}
 	if m != nil {
 		args += fmt.Sprintf(" --dscp=%d --dscp-mac=%s", m.class.Value, m.mac)
 	}
@@ -33,12 +43,12 @@ func agentScript(gateways []string, m *marking) string {
 # isochron: probe agent (docs/probes.md)
 b=/usr/local/bin/isochron-agent
 dd if=/dev/disk/by-id/virtio-%[1]s of=$b bs=1M 2>/dev/null; chmod 755 $b
-a="%[2]s"
+%[3]sa="%[2]s"
 if [ -d /run/systemd/system ]; then
 printf '[Service]\nExecStart=%%s %%s\nRestart=always\nRestartSec=10\n[Install]\nWantedBy=multi-user.target\n' $b "$a" >/etc/systemd/system/isochron-agent.service
 systemctl enable --now isochron-agent
 else nohup $b $a >>/var/log/isochron-agent.log 2>&1 & fi
-`, VolumeAgent, args)
+`, VolumeAgent, args, keyLines)
 }
 
 // userData combines the user's own cloud-init user data with isochron's part. With no

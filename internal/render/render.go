@@ -20,9 +20,6 @@ import (
 	"isochron.io/isochron/internal/sizing"
 )
 
-// maxKubeVirtUserData is the most inline cloud-init user data KubeVirt accepts.
-const maxKubeVirtUserData = 2048
-
 // Names of the VMI's disks, volumes, interfaces and networks.
 const (
 	NetworkPod      = "default"
@@ -67,15 +64,33 @@ type Input struct {
 }
 
 // Agent is what the VMI needs to run isochron's probe agent (rtprobe agent,
-// docs/probes.md): the image whose /disk/agent.img is the agent, and where the probe
-// gateway is. Neither counts among the VMI's inputs (InputsHash): a new release's agent
-// or a recreated probe Service reaches a VMI when it is next created.
+// docs/probes.md): the image whose /disk/agent.img is the agent, where the probe gateway
+// is, and the crawler's probe key. None counts among the VMI's inputs (InputsHash): the
+// gateway and the key are in the guest Secret (GuestSecret), which KubeVirt reads when it
+// starts a VMI, so that a recreated probe Service reaches the next VMI without a change
+// to the VM's template; a new release's image reaches it when its template is next
+// written.
 type Agent struct {
 	// Image is the rtprobe image of this release.
 	Image string
 	// Gateways are the probe gateway's base URLs, tried in order.
 	Gateways []string
+	// Key is the crawler's probe key (credential.Key); nil renders no key (an offline
+	// render, which cannot know it).
+	Key []byte
 }
+
+// The keys of the guest Secret (GuestSecret).
+const (
+	// SecretKeyUserData is the cloud-init user data, the key KubeVirt reads a NoCloud
+	// secretRef's user data from.
+	SecretKeyUserData = "userdata"
+	// SecretKeyProbeKey is the crawler's probe key, hex, which the probe pod reads.
+	SecretKeyProbeKey = "probe-key"
+)
+
+// GuestSecretName is the name of a crawler's guest Secret.
+func GuestSecretName(cvm *isov1.CrawlerVM) string { return cvm.Name + "-guest" }
 
 // Name is the deterministic name of a crawler's VM and of its VMIs.
 func Name(cvm *isov1.CrawlerVM) string { return cvm.Name }
@@ -134,7 +149,6 @@ func VMI(in Input) (*kubevirtv1.VirtualMachineInstance, error) {
 		spec.Tolerations = append([]corev1.Toleration(nil), p.Tolerations...)
 	}
 
-	var mark *marking
 	if nic := cvm.Spec.RTNIC; nic != nil {
 		iface := kubevirtv1.Interface{Name: NetworkRT, MacAddress: MAC(cvm)}
 		if in.RTBinding == BindingSRIOV {
@@ -147,11 +161,7 @@ func VMI(in Input) (*kubevirtv1.VirtualMachineInstance, error) {
 			Name:          NetworkRT,
 			NetworkSource: kubevirtv1.NetworkSource{Multus: &kubevirtv1.MultusNetwork{NetworkName: nic.NetworkName}},
 		})
-		if in.GuestDSCP {
-			mark = &marking{mac: iface.MacAddress, class: rtnet.ForDeadline(nic.Deadline.Duration, 0).DSCP}
-		}
 	}
-	var ours string
 	if a := in.Agent; a != nil {
 		// Not read-only, though the guest only reads it: KubeVirt copies a containerDisk
 		// to the migration target (its overlay is local to the launcher), and libvirt
@@ -168,24 +178,23 @@ func VMI(in Input) (*kubevirtv1.VirtualMachineInstance, error) {
 			Name:         VolumeAgent,
 			VolumeSource: kubevirtv1.VolumeSource{ContainerDisk: &kubevirtv1.ContainerDiskSource{Image: a.Image, Path: AgentDiskPath}},
 		})
-		ours = agentScript(a.Gateways, mark)
 	}
-	data, err := userData(cvm.Spec.Guest.CloudInitUserData, ours)
+	data, err := guestUserData(in)
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > maxKubeVirtUserData {
-		return nil, fmt.Errorf("spec.guest.cloudInitUserData: with isochron's agent part the user data is %d bytes, over KubeVirt's %d-byte limit; shorten it by %d bytes",
-			len(data), maxKubeVirtUserData, len(data)-maxKubeVirtUserData)
-	}
 	if data != "" {
+		// The user data is in the guest Secret, which KubeVirt reads when it starts the VMI
+		// (it would refuse more than 2048 bytes inline): the VMI names it only.
 		spec.Domain.Devices.Disks = append(spec.Domain.Devices.Disks, kubevirtv1.Disk{
 			Name:       VolumeCloudInit,
 			DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}},
 		})
 		spec.Volumes = append(spec.Volumes, kubevirtv1.Volume{
-			Name:         VolumeCloudInit,
-			VolumeSource: kubevirtv1.VolumeSource{CloudInitNoCloud: &kubevirtv1.CloudInitNoCloudSource{UserData: data}},
+			Name: VolumeCloudInit,
+			VolumeSource: kubevirtv1.VolumeSource{CloudInitNoCloud: &kubevirtv1.CloudInitNoCloudSource{
+				UserDataSecretRef: &corev1.LocalObjectReference{Name: GuestSecretName(cvm)},
+			}},
 		})
 	}
 
@@ -195,13 +204,68 @@ func VMI(in Input) (*kubevirtv1.VirtualMachineInstance, error) {
 	// renders without both: the API server refuses an owner reference without a uid, and
 	// a hash of an empty uid is not the one the operator computes for the crawler.
 	if cvm.UID != "" {
-		meta.Annotations = map[string]string{isov1.AnnotationVMInputs: VMInputsHash(in)}
+		meta.Annotations = map[string]string{
+			isov1.AnnotationVMInputs:     VMInputsHash(in),
+			isov1.AnnotationUserDataHash: UserDataHash(cvm),
+		}
 	}
 	return &kubevirtv1.VirtualMachineInstance{
 		TypeMeta:   metav1.TypeMeta{APIVersion: kubevirtv1.GroupVersion.String(), Kind: "VirtualMachineInstance"},
 		ObjectMeta: meta,
 		Spec:       spec,
 	}, nil
+}
+
+// guestUserData is the user data the guest gets: the user's own with isochron's agent
+// part, "" for neither.
+func guestUserData(in Input) (string, error) {
+	var ours string
+	if a := in.Agent; a != nil {
+		var mark *marking
+		if nic := in.CrawlerVM.Spec.RTNIC; nic != nil && in.GuestDSCP {
+			mark = &marking{mac: MAC(in.CrawlerVM), class: rtnet.ForDeadline(nic.Deadline.Duration, 0).DSCP}
+		}
+		key := ""
+		if a.Key != nil {
+			key = hex.EncodeToString(a.Key)
+		}
+		ours = agentScript(a.Gateways, mark, key)
+	}
+	return userData(in.CrawlerVM.Spec.Guest.CloudInitUserData, ours)
+}
+
+// GuestSecret renders the crawler's guest Secret, which its VMI names: the cloud-init
+// user data (SecretKeyUserData: the user's own and isochron's agent part, with the
+// gateway's addresses and the crawler's probe key) and the probe key alone
+// (SecretKeyProbeKey), which the crawler's probe pods read. Owned by the crawler when it
+// has a UID, like its VM. nil when the guest gets no user data.
+func GuestSecret(in Input) (*corev1.Secret, error) {
+	cvm := in.CrawlerVM
+	data, err := guestUserData(in)
+	if err != nil || data == "" {
+		return nil, err
+	}
+	s := &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Name: GuestSecretName(cvm), Namespace: cvm.Namespace, Labels: labels(cvm)},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{SecretKeyUserData: []byte(data)},
+	}
+	if a := in.Agent; a != nil && a.Key != nil {
+		s.Data[SecretKeyProbeKey] = []byte(hex.EncodeToString(a.Key))
+	}
+	if cvm.UID != "" {
+		s.OwnerReferences = []metav1.OwnerReference{OwnerReference(cvm)}
+	}
+	return s, nil
+}
+
+// UserDataHash identifies spec.guest.cloudInitUserData as a VM's template was rendered
+// with it (isov1.AnnotationUserDataHash): the user data reaches the guest from the guest
+// Secret, which KubeVirt reads only when it starts a VMI, so a VMI whose hash differs from
+// its template's is restarted to apply it.
+func UserDataHash(cvm *isov1.CrawlerVM) string {
+	return hashOf([]byte(cvm.Spec.Guest.CloudInitUserData))
 }
 
 // OwnerReference makes cvm the controlling owner of an object, so that deleting the

@@ -20,6 +20,7 @@ import (
 	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/rtnet"
 	"isochron.io/isochron/internal/sizing"
+	"isochron.io/isochron/probes/credential"
 	"isochron.io/isochron/test/support/testcases"
 )
 
@@ -80,11 +81,11 @@ func input(c *isov1.CrawlerVM, b Binding) Input {
 func agentOf(c *isov1.CrawlerVM, clusterIP string) *Agent {
 	return &Agent{Image: "isochron/rtprobe:v0.1.0", Gateways: []string{
 		"http://" + c.Name + "-probe." + c.Namespace + ".svc:8080", "http://" + clusterIP + ":8080",
-	}}
+	}, Key: credential.Key([]byte("test master key"), string(c.UID))}
 }
 
 // The golden files are the VirtualMachines isochron applies (isochronctl render prints
-// the same).
+// the same) and their guest Secrets, whose data is shown as stringData to be read.
 func TestVMGolden(t *testing.T) {
 	cases := map[string]Input{
 		"dedicated":                  input(crawler(), ""),
@@ -105,6 +106,21 @@ func TestVMGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			secret, err := GuestSecret(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			readable := secret.DeepCopy()
+			readable.StringData = map[string]string{}
+			for k, v := range readable.Data {
+				readable.StringData[k] = string(v)
+			}
+			readable.Data = nil
+			y, err := YAML(readable)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(append(got, "---\n"...), y...)
 			path := filepath.Join("testdata", name+".yaml")
 			if *update {
 				if err := os.WriteFile(path, got, 0o644); err != nil {
@@ -164,7 +180,7 @@ func TestVMOwnerNeedsUID(t *testing.T) {
 				APIVersion: "isochron.io/v1alpha1", Kind: "CrawlerVM", Name: "tower-a", UID: "6f1c2b9e-0000-4000-8000-000000000001",
 				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
 			}},
-			annotations: map[string]string{isov1.AnnotationVMInputs: VMInputsHash(input(fromCluster, ""))},
+			annotations: map[string]string{isov1.AnnotationVMInputs: VMInputsHash(input(fromCluster, "")), isov1.AnnotationUserDataHash: UserDataHash(fromCluster)},
 		},
 		"from a file, without a UID": {cvm: fromFile},
 	}
@@ -219,10 +235,19 @@ func TestPlanVMWrite(t *testing.T) {
 	stopped.RunStrategy = kubevirtv1.RunStrategyHalted
 	noHash := applied(base)
 	delete(noHash.Spec.Template.ObjectMeta.Annotations, isov1.AnnotationVMInputs)
+	// inline is the template of the same inputs as a release before the guest Secret
+	// rendered it: its user data inline, without the probe key.
+	inline := applied(base)
+	for i, v := range inline.Spec.Template.Spec.Volumes {
+		if v.Name == VolumeCloudInit {
+			inline.Spec.Template.Spec.Volumes[i].CloudInitNoCloud = &kubevirtv1.CloudInitNoCloudSource{UserData: "#!/bin/sh\n# isochron: probe agent\n"}
+		}
+	}
 	cases := map[string]struct {
-		vm   *kubevirtv1.VirtualMachine
-		in   Input
-		want VMWrite
+		vm      *kubevirtv1.VirtualMachine
+		in      Input
+		stopped bool
+		want    VMWrite
 	}{
 		"rendered from the same inputs":                {vm: applied(base), in: base, want: WriteNothing},
 		"moved to another node":                        {vm: applied(base), in: moved, want: WriteAffinity},
@@ -231,10 +256,16 @@ func TestPlanVMWrite(t *testing.T) {
 		"stopped by a person is no new input":          {vm: applied(base), in: stopped, want: WriteNothing},
 		"a template without the hash":                  {vm: noHash, in: base, want: WriteApply},
 		"another node and another size: a whole write": {vm: applied(base), in: func() Input { in := bigger; in.Node = "rt-node-2"; return in }(), want: WriteApply},
+		// An earlier release's rendering reaches the next VMI, never the running one.
+		"inline user data, a VMI runs":         {vm: inline, in: base, want: WriteNothing},
+		"inline user data, no VMI":             {vm: inline, in: base, stopped: true, want: WriteApply},
+		"a new release's agent, no VMI":        {vm: applied(base), in: newAgent, stopped: true, want: WriteApply},
+		"the same rendering, no VMI":           {vm: applied(base), in: base, stopped: true, want: WriteNothing},
+		"another gateway address is no change": {vm: applied(base), in: func() Input { in := base; in.Agent = agentOf(base.CrawlerVM, "10.96.9.9"); return in }(), stopped: true, want: WriteNothing},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := PlanVMWrite(tc.vm, tc.in); got != tc.want {
+			if got := PlanVMWrite(tc.vm, tc.in, tc.stopped); got != tc.want {
 				t.Errorf("PlanVMWrite = %v, want %v", got, tc.want)
 			}
 		})
@@ -335,10 +366,6 @@ func TestVMIErrors(t *testing.T) {
 			in:   Input{CrawlerVM: crawler()},
 			want: "no node chosen",
 		},
-		"user data too long with the agent's part": {
-			in:   input(crawler(withRTNIC(5*time.Millisecond), withUserData("#cloud-config\n"+strings.Repeat("#", 1900))), BindingBridge),
-			want: "over KubeVirt's 2048-byte limit",
-		},
 		"user data carrying our boundary": {
 			in:   input(crawler(withRTNIC(5*time.Millisecond), withUserData("#!/bin/sh\n# "+mimeBoundary+"\n")), BindingBridge),
 			want: "contains isochron's MIME boundary",
@@ -354,20 +381,61 @@ func TestVMIErrors(t *testing.T) {
 	}
 }
 
-// The largest user data the API accepts still fits KubeVirt's limit with our part, for
-// the longest names the API accepts (a 57-character crawler in a 63-character namespace,
-// so the longest gateway URL) and an RT-NIC to mark.
-func TestLargestAcceptedUserDataFits(t *testing.T) {
-	user := "#cloud-config\n" + strings.Repeat("#", 1024-len("#cloud-config\n"))
+// The guest Secret holds the user data the guest gets, the user's own byte for byte with
+// isochron's part (the agent, told the gateway and its key file, and the key), and the
+// probe key alone for the probe pod; the VMI only names it. Without a UID (an offline
+// render) it has no owner; without the agent's key, no key at all.
+func TestGuestSecret(t *testing.T) {
+	user := "#cloud-config\n" + strings.Repeat("#", 1024-len("#cloud-config\n")) // the largest the API accepts
 	c := crawler(withRTNIC(5*time.Millisecond), withUserData(user))
 	c.Name, c.Namespace = strings.Repeat("c", 57), strings.Repeat("n", 63)
-	in := guestDSCP(input(c, BindingSRIOV)) // the guest's marking adds to isochron's part
+	in := guestDSCP(input(c, BindingSRIOV))
 	in.Agent = agentOf(c, "fd00:1234:5678:9abc:def0:1234:5678:9abc")
+	key := credential.Encode(in.Agent.Key)
+	s, err := GuestSecret(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Name != c.Name+"-guest" || s.Namespace != c.Namespace || s.Type != corev1.SecretTypeOpaque || len(s.OwnerReferences) != 1 || s.OwnerReferences[0].UID != c.UID {
+		t.Errorf("Secret %s/%s type %s owners %+v", s.Namespace, s.Name, s.Type, s.OwnerReferences)
+	}
+	if got := string(s.Data[SecretKeyProbeKey]); got != key {
+		t.Errorf("probe-key %q, want %q", got, key)
+	}
+	data := string(s.Data[SecretKeyUserData])
+	if got := usersPart(data); got != user {
+		t.Errorf("the user's part is not passed byte for byte: %d bytes, want %d", len(got), len(user))
+	}
+	for _, want := range []string{"\nk=" + key + "\n", "--key-file=" + AgentKeyFile, "(umask 077; echo $k >" + AgentKeyFile + ")", "--dscp=46 --dscp-mac=" + MAC(c)} {
+		if !strings.Contains(data, want) {
+			t.Errorf("user data lacks %q:\n%s", want, data)
+		}
+	}
 	vmi, err := VMI(in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("user data: %d bytes of KubeVirt's %d", len(vmi.Spec.Volumes[len(vmi.Spec.Volumes)-1].CloudInitNoCloud.UserData), maxKubeVirtUserData)
+	for _, v := range vmi.Spec.Volumes {
+		if v.CloudInitNoCloud != nil && (v.CloudInitNoCloud.UserData != "" || v.CloudInitNoCloud.UserDataSecretRef == nil || v.CloudInitNoCloud.UserDataSecretRef.Name != s.Name) {
+			t.Errorf("the VMI's cloud-init %+v, want only a reference to Secret %s", v.CloudInitNoCloud, s.Name)
+		}
+	}
+	t.Logf("user data: %d bytes (KubeVirt would refuse more than 2048 inline)", len(data))
+
+	offline := input(crawler(func(c *isov1.CrawlerVM) { c.UID = "" }), "")
+	offline.Agent.Key = nil
+	s, err = GuestSecret(offline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.Data[SecretKeyProbeKey]; ok || len(s.OwnerReferences) != 0 || strings.Contains(string(s.Data[SecretKeyUserData]), "--key-file") {
+		t.Errorf("offline Secret %+v: want no key, no owner", s)
+	}
+	none := input(crawler(), "")
+	none.Agent = nil
+	if s, err := GuestSecret(none); s != nil || err != nil {
+		t.Errorf("without user data or agent: Secret %v, err %v; want none", s, err)
+	}
 }
 
 func TestMACIsLocallyAdministeredUnicast(t *testing.T) {

@@ -141,16 +141,51 @@ const (
 )
 
 // PlanVMWrite decides what to write to vm, the crawler's VM as the API server has it, for
-// the inputs in.
-func PlanVMWrite(vm *kubevirtv1.VirtualMachine, in Input) VMWrite {
+// the inputs in. stopped says that no VMI of the VM runs: a template an earlier release
+// rendered otherwise (its user data inline, without the guest Secret and the probe key;
+// another release's agent image) is written anew only then, for the next VMI to start
+// from it. While a VMI runs, such a template stays: KubeVirt would ask for a restart to
+// apply it, and would apply no live update (a move's affinity) until then.
+func PlanVMWrite(vm *kubevirtv1.VirtualMachine, in Input, stopped bool) VMWrite {
 	t := vm.Spec.Template
 	if t == nil || t.ObjectMeta.Annotations[isov1.AnnotationVMInputs] != VMInputsHash(in) {
+		return WriteApply
+	}
+	if stopped && renderedOtherwise(&t.Spec, in) {
 		return WriteApply
 	}
 	if PinnedNode(&t.Spec) != in.Node {
 		return WriteAffinity
 	}
 	return WriteNothing
+}
+
+// renderedOtherwise says whether a template spec of the same inputs differs from what this
+// release renders for them where the guest sees it: where its user data comes from, and
+// its agent's image.
+func renderedOtherwise(spec *kubevirtv1.VirtualMachineInstanceSpec, in Input) bool {
+	want, err := VMI(in)
+	if err != nil {
+		return false // nothing this release could write instead
+	}
+	return guestDelivery(spec) != guestDelivery(&want.Spec)
+}
+
+// guestDelivery sums up what a VMI spec gives the guest beyond its inputs: the source of
+// its user data and the image of its agent's disk.
+func guestDelivery(spec *kubevirtv1.VirtualMachineInstanceSpec) string {
+	var from, agent string
+	for _, v := range spec.Volumes {
+		switch {
+		case v.Name == VolumeCloudInit && v.CloudInitNoCloud != nil && v.CloudInitNoCloud.UserDataSecretRef != nil:
+			from = "secret " + v.CloudInitNoCloud.UserDataSecretRef.Name
+		case v.Name == VolumeCloudInit && v.CloudInitNoCloud != nil:
+			from = "inline"
+		case v.Name == VolumeAgent && v.ContainerDisk != nil:
+			agent = v.ContainerDisk.Image
+		}
+	}
+	return from + "; agent " + agent
 }
 
 // AffinityPatch is the merge patch that pins a VM's template to node (WriteAffinity).

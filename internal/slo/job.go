@@ -18,9 +18,10 @@
 package slo
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"hash/fnv"
 	"net"
 	"strconv"
 	"time"
@@ -66,6 +67,9 @@ type Options struct {
 	// gives the Guaranteed pod exclusive CPUs under the static CPU Manager; a fraction
 	// keeps it Guaranteed on the shared pool (for nodes too small to spare a CPU).
 	CPU resource.Quantity
+	// NameKey names the probe Jobs (JobName): credential.NameKey of the manager's master
+	// key, which the reconciler sets.
+	NameKey []byte
 }
 
 // DefaultCPU is the probe pod's CPU unless Options.CPU says otherwise: one exclusive CPU,
@@ -92,6 +96,10 @@ type Run struct {
 	VMIUID     string
 	// Node is the node the VMI runs on (a live migration moves the same VMI).
 	Node string
+	// Migration is the UID of the live migration that brought the VMI to Node, "" when it
+	// started there: with Node, what makes each placement's run its own (a VMI that
+	// moves back to a node it left is measured there again).
+	Migration string
 	// Slot is the schedule time a scheduled run fills; zero otherwise.
 	Slot time.Time
 }
@@ -121,26 +129,46 @@ func GatewayURLs(cvm *isov1.CrawlerVM, clusterIP string) []string {
 	return urls
 }
 
-// JobName is the deterministic name of the Job of run: the crawler's name (cut to 40
-// characters) and a hash of the crawler's UID and the run, at most 55 characters.
-func JobName(cvm *isov1.CrawlerVM, run Run) string {
-	h := fnv.New32a()
-	fmt.Fprintf(h, "%s/%s/%d/%s/%d", cvm.UID, run.Trigger, run.Generation, run.VMIUID, run.Slot.Unix())
+// JobName is the name of the Job of run: the crawler's name (cut to 40 characters) and
+// 48 bits of an HMAC, keyed with key (Options.NameKey), of the crawler's UID and every
+// field of the run, at most 59 characters. The same run always gets the same name, so a
+// run is never created twice; each placement of a VMI (its node and the migration that
+// took it there) gets its own. No one without the manager's key can name a run's Job
+// before isochron creates it, so no one can hold its name.
+func JobName(key []byte, cvm *isov1.CrawlerVM, run Run) string {
+	h := hmac.New(sha256.New, key)
+	fmt.Fprintf(h, "%s/%s/%d/%s/%s/%s/%d", cvm.UID, run.Trigger, run.Generation, run.VMIUID, run.Node, run.Migration, run.Slot.Unix())
 	base := cvm.Name
 	if len(base) > 40 {
 		base = base[:40]
 	}
-	return base + "-probe-" + hex.EncodeToString(h.Sum(nil))
+	return base + "-probe-" + hex.EncodeToString(h.Sum(nil)[:6])
 }
 
-// Selector is the labels of a crawler's probe pods, which its Service selects.
+// ProbeKeyEnv is the probe container's environment variable that holds the crawler's
+// probe key, from the guest Secret (rtprobe slo --key-env).
+const ProbeKeyEnv = "ISOCHRON_PROBE_KEY"
+
+// Selector is the labels of a crawler's probe Jobs and their pods.
 func Selector(cvm *isov1.CrawlerVM) map[string]string {
 	return map[string]string{isov1.LabelCrawlerVM: cvm.Name, isov1.LabelComponent: isov1.ComponentProbe}
 }
 
+// ServiceSelector is what the crawler's probe Service selects: its probe pods and, while
+// a probe runs (status.activeProbe), only the pods of that Job (the Job controller's
+// controller-uid label), so that no other pod with the probe's labels receives the
+// agent's traffic.
+func ServiceSelector(cvm *isov1.CrawlerVM) map[string]string {
+	sel := Selector(cvm)
+	if a := cvm.Status.ActiveProbe; a != nil {
+		sel[batchv1.ControllerUidLabel] = a.UID
+	}
+	return sel
+}
+
 // Service is the crawler's probe gateway Service: stable, so the guest's crawler can be
 // pointed at http://<name>-probe.<namespace>.svc:8080/ once; it has endpoints only while
-// a probe runs.
+// a probe runs, and only its probe's pod.
 func Service(cvm *isov1.CrawlerVM) *corev1.Service {
 	return &corev1.Service{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
@@ -151,7 +179,7 @@ func Service(cvm *isov1.CrawlerVM) *corev1.Service {
 			OwnerReferences: []metav1.OwnerReference{render.OwnerReference(cvm)},
 		},
 		Spec: corev1.ServiceSpec{
-			Selector: Selector(cvm),
+			Selector: ServiceSelector(cvm),
 			Ports: []corev1.ServicePort{{
 				Name: "gateway", Protocol: corev1.ProtocolTCP,
 				Port: GatewayPort, TargetPort: intstr.FromString("gateway"),
@@ -184,7 +212,9 @@ func NetworkRefOf(namespace, name string, annotations map[string]string) *Networ
 // Job is the probe Job of run. It is owned by the crawler, runs one Guaranteed pod with
 // a whole CPU (so the probe is not its own noise), is never retried (a retry would be a
 // different measurement; the next trigger probes again), fails at its active deadline
-// (duration + grace) and is deleted TTL after it finishes.
+// (duration + grace) and is deleted TTL after it finishes. Its gateway counts only the
+// requests with the crawler's probe credential: the pod has the crawler's key from the
+// guest Secret (render.GuestSecret).
 func Job(cvm *isov1.CrawlerVM, run Run, target Target, opts Options) *batchv1.Job {
 	duration := ProbeDuration(cvm)
 	args := []string{
@@ -199,6 +229,7 @@ func Job(cvm *isov1.CrawlerVM, run Run, target Target, opts Options) *batchv1.Jo
 		// The window the agent in the guest finds at /window: the crawler's schedule.
 		"--crawl-rps=" + strconv.Itoa(int(cvm.Spec.RPS)),
 		"--traffic=" + Traffic(cvm),
+		"--key-env=" + ProbeKeyEnv,
 	}
 	podAnnotations := map[string]string{}
 	resources := corev1.ResourceList{
@@ -226,6 +257,12 @@ func Job(cvm *isov1.CrawlerVM, run Run, target Target, opts Options) *batchv1.Jo
 		isov1.AnnotationProbeVMIUID:     run.VMIUID,
 		isov1.AnnotationProbeNode:       run.Node,
 	}
+	if run.Migration != "" {
+		annotations[isov1.AnnotationProbeMigration] = run.Migration
+	}
+	if !run.Slot.IsZero() {
+		annotations[isov1.AnnotationProbeSlot] = run.Slot.UTC().Format(time.RFC3339)
+	}
 	node := ""
 	if cvm.Status.Placement != nil {
 		node = cvm.Status.Placement.Node
@@ -233,7 +270,7 @@ func Job(cvm *isov1.CrawlerVM, run Run, target Target, opts Options) *batchv1.Jo
 	return &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:            JobName(cvm, run),
+			Name:            JobName(opts.NameKey, cvm, run),
 			Namespace:       cvm.Namespace,
 			Labels:          labels,
 			Annotations:     annotations,
@@ -264,6 +301,9 @@ func Job(cvm *isov1.CrawlerVM, run Run, target Target, opts Options) *batchv1.Jo
 						Image: opts.Image,
 						Args:  args,
 						Ports: []corev1.ContainerPort{{Name: "gateway", ContainerPort: GatewayPort, Protocol: corev1.ProtocolTCP}},
+						Env: []corev1.EnvVar{{Name: ProbeKeyEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+							LocalObjectReference: corev1.LocalObjectReference{Name: render.GuestSecretName(cvm)}, Key: render.SecretKeyProbeKey,
+						}}}},
 						// Requests = limits, whole CPU: Guaranteed QoS, an exclusive CPU
 						// under the static CPU Manager.
 						Resources: corev1.ResourceRequirements{Requests: resources, Limits: resources.DeepCopy()},

@@ -58,10 +58,12 @@ func TerminationMessage(pods []corev1.Pod) string {
 	return msg
 }
 
-// Outcome turns a finished probe Job and its pod's termination message into the
-// crawler's lastProbe. A failed or timed-out Job is reported as such, never judged
-// from a partial report.
-func Outcome(cvm *isov1.CrawlerVM, job *batchv1.Job, termination string, now time.Time) isov1.ProbeResult {
+// Outcome turns a finished probe Job and its pod's termination message (of the pods
+// ProbePods believes; ignored says why the others were not) into the crawler's
+// lastProbe. A failed or timed-out Job is reported as such, never judged from a partial
+// report. Requests the gateway did not count, for want of the crawler's credential, are
+// told (foreignRequests, and the message) and change nothing else.
+func Outcome(cvm *isov1.CrawlerVM, job *batchv1.Job, termination string, ignored []string, now time.Time) isov1.ProbeResult {
 	run, _ := RunOf(job)
 	res := isov1.ProbeResult{
 		Job:                job.Name,
@@ -94,8 +96,22 @@ func Outcome(cvm *isov1.CrawlerVM, job *batchv1.Job, termination string, now tim
 	case perr != nil:
 		res.Verdict, res.Reason = isov1.VerdictFailed, isov1.ReasonProbeFailed
 		res.Message = fmt.Sprintf("probe Job %s completed without a readable report: %v", job.Name, perr)
+		if len(ignored) > 0 {
+			res.Message += fmt.Sprintf(" (not believed: %s)", strings.Join(ignored, "; "))
+		}
 	default:
 		res.Verdict, res.Reason, res.Message, res.IntervalError, res.RTNIC = Judge(cvm, rep)
+	}
+	if perr == nil && rep.Interval != nil {
+		if n := rep.Interval.Foreign; n > 0 {
+			res.ForeignRequests = n
+			if rep.Interval.Count > 0 { // else the verdict's message says it already
+				res.Message += fmt.Sprintf("; %d requests without the crawler's probe credential reached the gateway and were not counted", n)
+			}
+		}
+		if n := rep.Interval.Untracked; n > 0 {
+			res.Message += fmt.Sprintf("; %d requests of points beyond the %d the schedule has room for were not measured", n, rep.Interval.Points)
+		}
 	}
 	res.Message = format.Truncate(res.Message, maxMessage)
 	if Retried(&res) {
@@ -142,10 +158,14 @@ func Judge(cvm *isov1.CrawlerVM, rep report.Report) (isov1.ProbeVerdict, string,
 	switch iv := rep.Interval; {
 	case iv == nil || iv.Count == 0:
 		ran := format.Duration(rep.End.Sub(rep.Start).Round(time.Second))
-		if Traffic(cvm) == gateway.TrafficCrawler {
+		switch {
+		case iv != nil && iv.Foreign > 0:
+			inconclude(isov1.ReasonNoTraffic, fmt.Sprintf("the probe gateway received no intervals with the crawler's probe credential in %s, and %d requests without it, which it did not count: a guest started by a release of isochron before probe credentials has no key (stop and start it: virtctl stop, virtctl start), and any other pod's requests count as nothing",
+				ran, iv.Foreign))
+		case Traffic(cvm) == gateway.TrafficCrawler:
 			inconclude(isov1.ReasonNoTraffic, fmt.Sprintf("the probe gateway received no intervals in %s: the guest's crawler sent no copy of its requests while %s announced the window (spec.probe.traffic Crawler, docs/probes.md)",
 				ran, agent.DefaultWindowFile))
-		} else {
+		default:
 			inconclude(isov1.ReasonNoTraffic, fmt.Sprintf("the probe gateway received no intervals in %s: isochron's agent in the guest did not send (is it running? systemctl status isochron-agent, or /var/log/isochron-agent.log; it needs cloud-init and the %s disk)",
 				ran, render.VolumeAgent))
 		}

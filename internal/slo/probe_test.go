@@ -1,6 +1,10 @@
 package slo
 
 import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"strings"
@@ -16,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/probes/credential"
 	"isochron.io/isochron/probes/gateway"
 	"isochron.io/isochron/probes/interval"
 	"isochron.io/isochron/probes/report"
@@ -50,28 +55,48 @@ func withSchedule(s string) func(*isov1.CrawlerVM) {
 	return func(c *isov1.CrawlerVM) { c.Spec.Probe.Schedule = s }
 }
 
+// nameKey is the test manager's key for probe Job names.
+var nameKey = []byte("the manager's name key")
+
+// A run's Job name is the same each time it is computed, so a run is never created
+// twice; every run, and every placement of a VMI, gets its own; and no one without the
+// manager's key can compute it.
 func TestJobName(t *testing.T) {
 	c := crawler()
-	start := Run{Trigger: isov1.TriggerStart, Generation: 3, VMIUID: "vmi-1"}
-	if JobName(c, start) != JobName(crawler(), start) {
+	start := Run{Trigger: isov1.TriggerStart, Generation: 3, VMIUID: "vmi-1", Node: "n1"}
+	if JobName(nameKey, c, start) != JobName(nameKey, crawler(), start) {
 		t.Error("JobName is not deterministic")
 	}
-	seen := map[string]Run{}
-	for _, r := range []Run{start,
-		{Trigger: isov1.TriggerSpecChange, Generation: 4, VMIUID: "vmi-1"},
-		{Trigger: isov1.TriggerStart, Generation: 3, VMIUID: "vmi-2"},
-		{Trigger: isov1.TriggerSchedule, Generation: 3, VMIUID: "vmi-1", Slot: t0},
-		{Trigger: isov1.TriggerSchedule, Generation: 3, VMIUID: "vmi-1", Slot: t0.Add(time.Hour)},
-	} {
-		n := JobName(c, r)
+	// A crawler moved twice (refuted, then refuted again): the Moved probe on its third
+	// node is a run of its own, whatever else is the same.
+	moved := func(node, migration string) Run {
+		return Run{Trigger: isov1.TriggerMoved, Generation: 3, VMIUID: "vmi-1", Node: node, Migration: migration}
+	}
+	runs := map[string]Run{
+		"start":                           start,
+		"spec change":                     {Trigger: isov1.TriggerSpecChange, Generation: 4, VMIUID: "vmi-1", Node: "n1"},
+		"another VMI":                     {Trigger: isov1.TriggerStart, Generation: 3, VMIUID: "vmi-2", Node: "n1"},
+		"a slot":                          {Trigger: isov1.TriggerSchedule, Generation: 3, VMIUID: "vmi-1", Node: "n1", Slot: t0},
+		"the next slot":                   {Trigger: isov1.TriggerSchedule, Generation: 3, VMIUID: "vmi-1", Node: "n1", Slot: t0.Add(time.Hour)},
+		"moved to the second node":        moved("n2", "mig-1"),
+		"moved to the third node":         moved("n3", "mig-2"),
+		"moved back to the first node":    moved("n1", "mig-3"),
+		"moved to the first node earlier": moved("n1", "mig-0"),
+	}
+	seen := map[string]string{}
+	for what, r := range runs {
+		n := JobName(nameKey, c, r)
 		if prev, dup := seen[n]; dup {
-			t.Errorf("runs %+v and %+v share the name %s", prev, r, n)
+			t.Errorf("runs %q and %q share the name %s", prev, what, n)
 		}
-		seen[n] = r
+		seen[n] = what
+		if other := JobName([]byte("another key"), c, r); other == n {
+			t.Errorf("run %q: another key gives the same name %s", what, n)
+		}
 	}
 	long := crawler(func(c *isov1.CrawlerVM) { c.Name = strings.Repeat("a", 57) })
-	if n := JobName(long, start); len(n) > 55 || !strings.HasPrefix(n, strings.Repeat("a", 40)+"-probe-") {
-		t.Errorf("JobName of a 57-character crawler = %q (%d characters), want the name cut to 40 and at most 55 in all", n, len(n))
+	if n := JobName(nameKey, long, start); len(n) > 59 || !strings.HasPrefix(n, strings.Repeat("a", 40)+"-probe-") {
+		t.Errorf("JobName of a 57-character crawler = %q (%d characters), want the name cut to 40 and at most 59 in all", n, len(n))
 	}
 }
 
@@ -101,8 +126,8 @@ func TestJobCPU(t *testing.T) {
 }
 
 func TestJob(t *testing.T) {
-	opts := Options{Image: "isochron/rtprobe:v0.1.0", Grace: 5 * time.Minute, TTL: time.Hour}
-	run := Run{Trigger: isov1.TriggerStart, Generation: 3, VMIUID: "vmi-1"}
+	opts := Options{Image: "isochron/rtprobe:v0.1.0", Grace: 5 * time.Minute, TTL: time.Hour, NameKey: nameKey}
+	run := Run{Trigger: isov1.TriggerMoved, Generation: 3, VMIUID: "vmi-1", Node: "rt-2", Migration: "mig-1"}
 	network := &NetworkRef{Namespace: "bms", Name: "rt-net"}
 	tests := map[string]struct {
 		cvm         *isov1.CrawlerVM
@@ -115,7 +140,7 @@ func TestJob(t *testing.T) {
 		"gateway only": {
 			cvm: crawler(),
 			wantArgs: []string{"slo", "--listen=:8080", "--period=1s", "--delay=10ms", "--objective=99.999", "--duration=20m0s", "--report=/dev/termination-log",
-				"--crawl-rps=400", "--traffic=agent"},
+				"--crawl-rps=400", "--traffic=agent", "--key-env=ISOCHRON_PROBE_KEY"},
 			notArgs: []string{"--rtt-target"},
 		},
 		"the guest's own crawler measured": {
@@ -154,7 +179,7 @@ func TestJob(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			job := Job(tc.cvm, run, tc.target, opts)
-			if job.Name != JobName(tc.cvm, run) || job.Namespace != "bms" {
+			if job.Name != JobName(nameKey, tc.cvm, run) || job.Namespace != "bms" {
 				t.Errorf("job %s/%s", job.Namespace, job.Name)
 			}
 			if len(job.OwnerReferences) != 1 || job.OwnerReferences[0].UID != "uid-1" || !*job.OwnerReferences[0].Controller {
@@ -208,6 +233,15 @@ func TestJob(t *testing.T) {
 			if c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError || c.Image != opts.Image {
 				t.Errorf("termination message policy %s image %s", c.TerminationMessagePolicy, c.Image)
 			}
+			// The crawler's probe key, from its guest Secret, never in the Job itself.
+			wantEnv := []corev1.EnvVar{{Name: ProbeKeyEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "tower-a-guest"}, Key: "probe-key"}}}}
+			if diff := cmp.Diff(wantEnv, c.Env); diff != "" {
+				t.Errorf("env (-want +got):\n%s", diff)
+			}
+			if !Ours(job, tc.cvm, nameKey) || Ours(job, tc.cvm, []byte("another key")) {
+				t.Errorf("Ours(job) with the manager's key %v, with another %v; want true, false", Ours(job, tc.cvm, nameKey), Ours(job, tc.cvm, []byte("another key")))
+			}
 			for k, v := range Selector(tc.cvm) {
 				if s.Template.Labels[k] != v {
 					t.Errorf("pod label %s=%q, want %q (the Service selects it)", k, s.Template.Labels[k], v)
@@ -238,6 +272,23 @@ func TestService(t *testing.T) {
 	svc := Service(crawler())
 	if svc.Name != "tower-a-probe" || svc.Spec.Ports[0].Port != GatewayPort || svc.Spec.Selector[isov1.LabelCrawlerVM] != "tower-a" {
 		t.Errorf("service %s port %d selector %v", svc.Name, svc.Spec.Ports[0].Port, svc.Spec.Selector)
+	}
+	// While a probe runs, only its Job's pods are endpoints: not a pod anyone else made
+	// with the probe's labels.
+	for name, tc := range map[string]struct {
+		active *isov1.ActiveProbe
+		want   map[string]string
+	}{
+		"no probe runs": {want: map[string]string{isov1.LabelCrawlerVM: "tower-a", isov1.LabelComponent: isov1.ComponentProbe}},
+		"a probe runs": {active: &isov1.ActiveProbe{Job: "tower-a-probe-1", UID: "job-uid"},
+			want: map[string]string{isov1.LabelCrawlerVM: "tower-a", isov1.LabelComponent: isov1.ComponentProbe, batchv1.ControllerUidLabel: "job-uid"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := crawler(func(c *isov1.CrawlerVM) { c.Status.ActiveProbe = tc.active })
+			if diff := cmp.Diff(tc.want, Service(c).Spec.Selector); diff != "" {
+				t.Errorf("selector (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
@@ -527,7 +578,9 @@ func TestMinSamples(t *testing.T) {
 }
 
 func job(conds ...batchv1.JobCondition) *batchv1.Job {
-	j := Job(crawler(), Run{Trigger: isov1.TriggerStart, Generation: 3, VMIUID: "vmi-1"}, Target{}, DefaultOptions("img"))
+	opts := DefaultOptions("img")
+	opts.NameKey = nameKey
+	j := Job(crawler(), Run{Trigger: isov1.TriggerStart, Generation: 3, VMIUID: "vmi-1"}, Target{}, opts)
 	j.CreationTimestamp = metav1.Time{Time: t0}
 	j.Status.Conditions = conds
 	return j
@@ -539,6 +592,13 @@ func TestOutcome(t *testing.T) {
 	withErr := rep(0, 0, 0, 0, 0)
 	withErr.Error = "listening on --listen :8080: address already in use"
 	bad, _ := withErr.Marshal()
+	// Requests without the crawler's credential beside a good measure, and alone.
+	withForeign := rep(480_000, 2100, 0, 0, 0)
+	withForeign.Interval.Foreign = 1_000_000
+	goodAndForeign, _ := withForeign.Marshal()
+	onlyForeign := rep(0, 0, 0, 0, 0)
+	onlyForeign.Interval = &gateway.Result{Foreign: 2}
+	foreignAlone, _ := onlyForeign.Marshal()
 	complete := batchv1.JobCondition{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}
 	failed := func(reason string) batchv1.JobCondition {
 		return batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: reason, Message: "Job has reached the specified backoff limit"}
@@ -546,10 +606,26 @@ func TestOutcome(t *testing.T) {
 	tests := map[string]struct {
 		job         *batchv1.Job
 		termination string
+		ignored     []string
 		verdict     isov1.ProbeVerdict
 		reason      string
 		message     string
+		foreign     int64
 	}{
+		"foreign requests change no verdict, and are told": {
+			job: job(complete), termination: string(goodAndForeign),
+			verdict: isov1.VerdictConfirmed, reason: isov1.ReasonSLOMet, foreign: 1_000_000,
+			message: "within the 10ms tolerance (480000 intervals); 1000000 requests without the crawler's probe credential reached the gateway and were not counted",
+		},
+		"foreign requests alone are no traffic": {
+			job: job(complete), termination: string(foreignAlone),
+			verdict: isov1.VerdictInconclusive, reason: isov1.ReasonNoTraffic, foreign: 2,
+			message: "no intervals with the crawler's probe credential in 20m0s, and 2 requests without it, which it did not count: a guest started by a release of isochron before probe credentials has no key (stop and start it",
+		},
+		"only pods not believed": {
+			job: job(complete), ignored: []string{"pod forged is not controlled by probe Job x"},
+			verdict: isov1.VerdictFailed, reason: isov1.ReasonProbeFailed, message: "without a readable report: empty termination message (not believed: pod forged is not controlled by probe Job x)",
+		},
 		"complete with a report is judged": {
 			job: job(complete), termination: string(good),
 			verdict: isov1.VerdictConfirmed, reason: isov1.ReasonSLOMet, message: "within the 10ms tolerance",
@@ -581,7 +657,10 @@ func TestOutcome(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			res := Outcome(crawler(), tc.job, tc.termination, t0.Add(time.Hour))
+			res := Outcome(crawler(), tc.job, tc.termination, tc.ignored, t0.Add(time.Hour))
+			if res.ForeignRequests != tc.foreign {
+				t.Errorf("foreignRequests = %d, want %d", res.ForeignRequests, tc.foreign)
+			}
 			failed := tc.verdict == isov1.VerdictFailed || tc.verdict == isov1.VerdictTimedOut || tc.reason == isov1.ReasonNoTraffic
 			if (res.ConsecutiveFailures == 1) != failed {
 				t.Errorf("consecutiveFailures = %d for a %s probe", res.ConsecutiveFailures, tc.verdict)
@@ -616,7 +695,7 @@ func TestOutcomeCountsFailuresInARow(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := crawler()
 			c.Status.LastProbe = tc.prev
-			if got := Outcome(c, tc.job, string(good), t0.Add(time.Hour)).ConsecutiveFailures; got != tc.want {
+			if got := Outcome(c, tc.job, string(good), nil, t0.Add(time.Hour)).ConsecutiveFailures; got != tc.want {
 				t.Errorf("consecutiveFailures = %d, want %d", got, tc.want)
 			}
 		})
@@ -716,39 +795,141 @@ func TestDefaultImageMatchesTheRelease(t *testing.T) {
 	}
 }
 
-func TestSort(t *testing.T) {
-	at := func(name string, minute int, owner types.UID, conds ...batchv1.JobCondition) batchv1.Job {
-		j := job(conds...)
-		j.Name, j.CreationTimestamp = name, metav1.Time{Time: t0.Add(time.Duration(minute) * time.Minute)}
-		j.OwnerReferences[0].UID = owner
+// The probe is the Job whose UID isochron recorded, and no other: not one with the same
+// labels and owner, not one with the same name.
+func TestRecorded(t *testing.T) {
+	withUID := func(name, uid string) batchv1.Job {
+		j := job()
+		j.Name, j.UID = name, types.UID(uid)
 		return *j
 	}
+	jobs := []batchv1.Job{withUID("forged", "uid-forged"), withUID("tower-a-probe-1", "uid-real"), withUID("tower-a-probe-2", "uid-other")}
+	for name, tc := range map[string]struct {
+		active *isov1.ActiveProbe
+		want   string
+	}{
+		"none recorded":                        {},
+		"the recorded one":                     {active: &isov1.ActiveProbe{Job: "tower-a-probe-1", UID: "uid-real"}, want: "tower-a-probe-1"},
+		"a Job of the name, another UID":       {active: &isov1.ActiveProbe{Job: "tower-a-probe-2", UID: "uid-gone"}},
+		"the recorded one is not listed (yet)": {active: &isov1.ActiveProbe{Job: "tower-a-probe-9", UID: "uid-9"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := ""
+			if j := Recorded(jobs, tc.active); j != nil {
+				got = j.Name
+			}
+			if got != tc.want {
+				t.Errorf("Recorded = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// Finished probe Jobs isochron made are kept KeepFinished deep, the newest; a Job it did
+// not make (its name does not verify), the recorded one, one running and one being
+// deleted are never pruned.
+func TestPrune(t *testing.T) {
 	complete := batchv1.JobCondition{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}
-	failed := batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue}
-	jobs := []batchv1.Job{
-		at("recorded", 0, "uid-1", complete),
-		at("older-than-last", -5, "uid-1", failed),
-		at("finished-1", 10, "uid-1", complete),
-		at("finished-2", 20, "uid-1", failed),
-		at("running-late", 40, "uid-1"),
-		at("running-early", 30, "uid-1"),
-		at("someone-elses", 50, "uid-2"),
-		at("someone-elses-done", 60, "uid-2", complete),
+	opts := DefaultOptions("img")
+	opts.NameKey = nameKey
+	c := crawler()
+	ours := func(minute int, conds ...batchv1.JobCondition) batchv1.Job {
+		run := Run{Trigger: isov1.TriggerSchedule, Generation: 3, VMIUID: "vmi-1", Node: "rt-1", Slot: t0.Add(time.Duration(minute) * time.Minute)}
+		j := Job(c, run, Target{}, opts)
+		j.UID = types.UID(fmt.Sprintf("uid-%d", minute))
+		j.CreationTimestamp = metav1.Time{Time: run.Slot}
+		j.Status.Conditions = conds
+		return *j
 	}
-	last := &isov1.ProbeResult{Job: "recorded", StartTime: metav1.Time{Time: t0}}
-	owner := &metav1.ObjectMeta{UID: "uid-1"}
-	active, unrecorded := Sort(jobs, owner, last)
-	if len(active) != 2 || active[0].Name != "running-early" || active[1].Name != "running-late" {
-		t.Errorf("active = %v, want running-early, running-late", names(active))
+	forged := ours(-10, complete)
+	forged.Name = "tower-a-probe-000000000000" // labels, owner and annotations copied: not the name
+	deleting := ours(-20, complete)
+	deleting.DeletionTimestamp = &metav1.Time{Time: t0}
+	jobs := []batchv1.Job{ours(50, complete), ours(10, complete), forged, ours(40, complete), ours(30), deleting, ours(20, complete), ours(0, complete), ours(60, complete)}
+	got := names(Prune(jobs, c, nameKey, &isov1.ActiveProbe{Job: jobs[8].Name, UID: "uid-60"}))
+	// Finished and ours: 0, 10, 20, 40, 50 (60 is recorded): the three newest stay.
+	want := []string{ours(0).Name, ours(10).Name}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("pruned (-want +got):\n%s", diff)
 	}
-	if unrecorded == nil || unrecorded.Name != "finished-2" {
-		t.Errorf("unrecorded = %v, want finished-2 (the newest finished after lastProbe)", unrecorded)
+	if got := Prune(jobs[:4], c, nameKey, nil); len(got) != 0 {
+		t.Errorf("pruned %v of three finished Jobs of isochron's, want none", names(got))
 	}
-	if _, u := Sort(jobs[:2], owner, last); u != nil {
-		t.Errorf("unrecorded = %s, want none: only the recorded Job and an older one finished", u.Name)
+	// Someone else's copy is never ours, whatever it carries.
+	if Ours(&forged, c, nameKey) {
+		t.Errorf("Ours(%s) = true for a Job whose name does not verify", forged.Name)
 	}
-	if _, u := Sort(jobs[:1], owner, nil); u == nil || u.Name != "recorded" {
-		t.Errorf("without lastProbe, unrecorded = %v, want recorded", u)
+}
+
+// Only a pod the recorded Job controls, running its template, is believed: a pod with
+// the Job's labels, or one that names the Job as controller but runs another program,
+// is not.
+func TestProbePods(t *testing.T) {
+	j := job()
+	j.UID = "job-uid"
+	made := func(name string) corev1.Pod {
+		return corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: j.Spec.Template.Labels, OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(j, batchv1.SchemeGroupVersion.WithKind("Job"))}},
+			Spec:       *j.Spec.Template.Spec.DeepCopy(),
+		}
+	}
+	theJobs := made("real")
+	theJobs.Spec.NodeName = "rt-2" // what the scheduler and admission add does not matter
+	theJobs.Spec.Tolerations = []corev1.Toleration{{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists}}
+	labelled := made("labelled")
+	labelled.OwnerReferences = nil
+	otherJob := made("other-job")
+	otherJob.OwnerReferences[0].UID = "another-uid"
+	otherImage := made("other-image")
+	otherImage.Spec.Containers[0].Image = "tenant/liar"
+	otherArgs := made("other-args")
+	otherArgs.Spec.Containers[0].Args = []string{"slo", "--report=/dev/null"}
+	sidecar := made("sidecar")
+	sidecar.Spec.Containers = append(sidecar.Spec.Containers, corev1.Container{Name: "writer", Image: "busybox"})
+	shared := made("shared")
+	shared.Spec.ShareProcessNamespace = ptrTo(true)
+	debug := made("debug")
+	debug.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug", Image: "busybox"}}}
+	volume := made("volume")
+	volume.Spec.Volumes = []corev1.Volume{{Name: "log", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+
+	trusted, ignored := ProbePods([]corev1.Pod{labelled, otherJob, theJobs, otherImage, otherArgs, sidecar, shared, debug, volume}, j)
+	var got []string
+	for _, p := range trusted {
+		got = append(got, p.Name)
+	}
+	if diff := cmp.Diff([]string{"real"}, got); diff != "" {
+		t.Errorf("believed pods (-want +got):\n%s", diff)
+	}
+	if len(ignored) != 8 || !strings.Contains(ignored[0], "pod labelled is not controlled by probe Job") || !strings.Contains(ignored[3], "pod other-args does not run the probe Job's template") {
+		t.Errorf("ignored: %q", ignored)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// A cancelled probe holds the next one back for CancelWait, no longer.
+func TestCancelWaitOver(t *testing.T) {
+	cancelled := &isov1.ActiveProbe{Job: "j", UID: "u", CancelTime: &metav1.Time{Time: t0}}
+	for name, tc := range map[string]struct {
+		a        *isov1.ActiveProbe
+		now      time.Time
+		over     bool
+		wantWait time.Duration
+	}{
+		"none recorded":            {now: t0},
+		"running, not cancelled":   {a: &isov1.ActiveProbe{Job: "j", UID: "u"}, now: t0},
+		"just cancelled":           {a: cancelled, now: t0, wantWait: CancelWait},
+		"a minute later":           {a: cancelled, now: t0.Add(time.Minute), wantWait: CancelWait - time.Minute},
+		"at the end of the wait":   {a: cancelled, now: t0.Add(CancelWait), over: true},
+		"long after, node is gone": {a: cancelled, now: t0.Add(time.Hour), over: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			over, wait := CancelWaitOver(tc.a, tc.now)
+			if over != tc.over || wait != tc.wantWait {
+				t.Errorf("CancelWaitOver = %v, %s; want %v, %s", over, wait, tc.over, tc.wantWait)
+			}
+		})
 	}
 }
 
@@ -758,4 +939,66 @@ func names(jobs []*batchv1.Job) []string {
 		out = append(out, j.Name)
 	}
 	return out
+}
+
+// Requests without the crawler's token do not move the verdict, on a gateway whose clock
+// the test steps: the agent requests each of 100 points once a second, on time, for a
+// minute, with the token; another pod requests every point twice a second, 0.4 s apart,
+// without it. Judged on what the keyed gateway reports, the crawler is confirmed, and the
+// other pod's requests are told as foreign; a gateway that counted them would have
+// refuted it (the same traffic on a gateway without a key, below).
+func TestForeignRequestsDoNotMoveTheVerdict(t *testing.T) {
+	key := credential.Key([]byte("master"), "uid-1")
+	judge := func(keyed bool) (isov1.ProbeVerdict, report.Report) {
+		now := t0
+		cfg := gateway.Config{Period: time.Second, Objective: 99.9, Tolerance: 10 * time.Millisecond, MaxPoints: gateway.MaxPoints(100, time.Second),
+			Window: &gateway.Window{Traffic: gateway.TrafficAgent, RPS: 100, PeriodSeconds: 1, Until: t0.Add(time.Hour)}, Now: func() time.Time { return now }}
+		if keyed {
+			cfg.Key = key
+		}
+		g, err := gateway.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := g.Handler()
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/window", nil))
+		var win gateway.Window
+		if err := json.NewDecoder(rec.Body).Decode(&win); err != nil {
+			t.Fatal(err)
+		}
+		token := credential.Token(key, win.Nonce)
+		send := func(at time.Duration, point int, withToken bool) {
+			now = t0.Add(at)
+			r := httptest.NewRequest(http.MethodGet, fmt.Sprintf("/?point=%d", point), nil)
+			if withToken {
+				r.Header.Set(credential.Header, token)
+			}
+			h.ServeHTTP(httptest.NewRecorder(), r)
+		}
+		for s := range 60 {
+			for p := range 100 {
+				at := time.Duration(s)*time.Second + time.Duration(p)*time.Second/100
+				send(at, p, true)                       // the agent, on time
+				send(at+100*time.Millisecond, p, false) // another pod
+				send(at+500*time.Millisecond, p, false) // and again, 0.4 s later
+			}
+		}
+		res, err := g.Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep := report.Report{Version: report.Version, Start: t0, End: t0.Add(time.Minute), Objective: 99.9, Interval: &res}
+		c := crawler(func(c *isov1.CrawlerVM) { c.Spec.ErrorBudget.Objective = "99.9" })
+		verdict, _, _, _, _ := Judge(c, rep)
+		return verdict, rep
+	}
+	verdict, rep := judge(true)
+	if verdict != isov1.VerdictConfirmed || rep.Interval.Foreign != 2*100*60 || rep.Interval.Count != 100*59 {
+		t.Errorf("keyed gateway: verdict %s, %d intervals, %d foreign; want Confirmed on the agent's %d intervals, %d foreign",
+			verdict, rep.Interval.Count, rep.Interval.Foreign, 100*59, 2*100*60)
+	}
+	if verdict, _ := judge(false); verdict != isov1.VerdictRefuted {
+		t.Errorf("a gateway without a key, which counts every request: verdict %s, want Refuted (the attack works there)", verdict)
+	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 	batchv1 "k8s.io/api/batch/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 )
@@ -19,6 +20,9 @@ type State struct {
 	VMIUID string
 	// Node is the node that VMI runs on.
 	Node string
+	// Migration is the UID of the live migration that brought the VMI to Node, "" when it
+	// started there (PlacedBy).
+	Migration string
 	// Active is the crawler's probe Job that has not finished, if any.
 	Active *Active
 	// Last is status.lastProbe.
@@ -70,7 +74,7 @@ func Next(cvm *isov1.CrawlerVM, st State) (Decision, error) {
 		default:
 			trigger = isov1.TriggerMoved
 		}
-		return Decision{Start: &Run{Trigger: trigger, Generation: cvm.Generation, VMIUID: st.VMIUID, Node: st.Node}}, nil
+		return Decision{Start: &Run{Trigger: trigger, Generation: cvm.Generation, VMIUID: st.VMIUID, Node: st.Node, Migration: st.Migration}}, nil
 	}
 	// A failed or timed-out probe is tried again after its backoff, unless the schedule
 	// comes first.
@@ -88,7 +92,7 @@ func Next(cvm *isov1.CrawlerVM, st State) (Decision, error) {
 	if !next.After(st.Now) {
 		// Slots missed while the operator was away are not caught up: one run fills the
 		// first of them, and the schedule continues from its start.
-		return Decision{Start: &Run{Trigger: trigger, Generation: cvm.Generation, VMIUID: st.VMIUID, Node: st.Node, Slot: next.UTC()}}, nil
+		return Decision{Start: &Run{Trigger: trigger, Generation: cvm.Generation, VMIUID: st.VMIUID, Node: st.Node, Migration: st.Migration, Slot: next.UTC()}}, nil
 	}
 	return Decision{After: next.Sub(st.Now)}, nil
 }
@@ -152,6 +156,17 @@ func Schedule(cvm *isov1.CrawlerVM) (cron.Schedule, error) {
 	return s, nil
 }
 
+// PlacedBy is the UID of the live migration that brought vmi to the node it runs on, ""
+// when it started there: the last migration KubeVirt reports, if it completed onto that
+// node.
+func PlacedBy(vmi *kubevirtv1.VirtualMachineInstance) string {
+	m := vmi.Status.MigrationState
+	if m == nil || !m.Completed || m.Failed || m.TargetNode != vmi.Status.NodeName {
+		return ""
+	}
+	return string(m.MigrationUID)
+}
+
 // RunOf reads the run a probe Job was created for from its annotations.
 func RunOf(job *batchv1.Job) (Run, error) {
 	a := job.Annotations
@@ -159,5 +174,12 @@ func RunOf(job *batchv1.Job) (Run, error) {
 	if err != nil {
 		return Run{}, fmt.Errorf("probe Job %s: annotation %s: %w", job.Name, isov1.AnnotationProbeGeneration, err)
 	}
-	return Run{Trigger: isov1.ProbeTrigger(a[isov1.AnnotationProbeTrigger]), Generation: gen, VMIUID: a[isov1.AnnotationProbeVMIUID], Node: a[isov1.AnnotationProbeNode]}, nil
+	run := Run{Trigger: isov1.ProbeTrigger(a[isov1.AnnotationProbeTrigger]), Generation: gen, VMIUID: a[isov1.AnnotationProbeVMIUID],
+		Node: a[isov1.AnnotationProbeNode], Migration: a[isov1.AnnotationProbeMigration]}
+	if s, ok := a[isov1.AnnotationProbeSlot]; ok {
+		if run.Slot, err = time.Parse(time.RFC3339, s); err != nil {
+			return Run{}, fmt.Errorf("probe Job %s: annotation %s: %w", job.Name, isov1.AnnotationProbeSlot, err)
+		}
+	}
+	return run, nil
 }

@@ -10,6 +10,10 @@
 //     own crawler, which copies its requests to the gateway while the file is there,
 //     and removes it when the window ends.
 //
+// Every request to the gateway carries the crawler's probe credential: the token of its
+// key (Config.Key, which isochron's cloud-init part writes) over the nonce the gateway
+// announced with the window (package credential). The gateway counts nothing else.
+//
 // Between windows it costs one HTTP GET per poll. docs/probes.md gives the contract.
 package agent
 
@@ -29,6 +33,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"isochron.io/isochron/probes/crawl"
+	"isochron.io/isochron/probes/credential"
 	"isochron.io/isochron/probes/gateway"
 )
 
@@ -42,6 +47,9 @@ type Config struct {
 	// WindowFile is where a window of traffic "crawler" is written for the guest's own
 	// crawler.
 	WindowFile string
+	// Key is the crawler's probe key: its token over each window's nonce goes with every
+	// request. Without it the agent serves no window of a gateway that asks for a token.
+	Key []byte
 	// Client asks for the window; a client with a 5 s timeout if nil.
 	Client *http.Client
 	// Log receives one line per window.
@@ -77,13 +85,19 @@ func processCPU() CPU {
 const DefaultWindowFile = "/run/isochron/probe-window.json"
 
 // WindowFileContent is what WindowFile holds while a window of traffic "crawler" lasts:
-// the crawler copies each of its requests, as GET <Gateway>/?point=<its point ID>, until
-// Until on the guest's clock, and stops when the file is gone.
+// the crawler copies each of its requests, as GET <Gateway>/?point=<its point ID> with
+// the header Header: Token, until Until on the guest's clock, and stops when the file is
+// gone. The file is readable by root alone: the token is the crawler's credential for
+// this window.
 type WindowFileContent struct {
 	Gateway       string    `json:"gateway"`
 	RPS           int       `json:"rps"`
 	PeriodSeconds float64   `json:"periodSeconds"`
 	Until         time.Time `json:"until"`
+	// Header and Token are the header every copied request carries and its value; absent
+	// for a gateway that asks for none.
+	Header string `json:"header,omitempty"`
+	Token  string `json:"token,omitempty"`
 }
 
 // Window is one window the agent served.
@@ -170,11 +184,25 @@ func serve(ctx context.Context, cfg Config, gw string, win gateway.Window) Windo
 	w := Window{Gateway: gw, Window: win}
 	remaining := time.Duration(win.RemainingSeconds * float64(time.Second))
 	period := time.Duration(win.PeriodSeconds * float64(time.Second))
+	var header http.Header
+	var token string
+	if win.Nonce != "" {
+		if cfg.Key == nil {
+			w.Err = errors.New("the gateway counts only requests with the crawler's probe credential, and this agent has no key (--key-file): it sends nothing")
+			return w
+		}
+		token = credential.Token(cfg.Key, win.Nonce)
+		header = http.Header{credential.Header: {token}}
+	}
 	wctx, cancel := context.WithTimeout(ctx, remaining)
 	defer cancel()
 	switch win.Traffic {
 	case gateway.TrafficCrawler:
-		w.Err = announce(wctx, cfg, WindowFileContent{Gateway: gw, RPS: win.RPS, PeriodSeconds: win.PeriodSeconds, Until: cfg.Now().Add(remaining)})
+		c := WindowFileContent{Gateway: gw, RPS: win.RPS, PeriodSeconds: win.PeriodSeconds, Until: cfg.Now().Add(remaining)}
+		if token != "" {
+			c.Header, c.Token = credential.Header, token
+		}
+		w.Err = announce(wctx, cfg, c)
 	default: // gateway.TrafficAgent
 		if remaining <= EndMargin {
 			w.Err = fmt.Errorf("%s of the window left: too little to crawl", remaining.Round(time.Millisecond))
@@ -186,6 +214,7 @@ func serve(ctx context.Context, cfg Config, gw string, win gateway.Window) Windo
 			Period:   period,
 			Duration: remaining - EndMargin,
 			Conns:    Conns(win.RPS),
+			Header:   header,
 		})
 		w.Crawl, w.Err = &res, err
 	}
@@ -214,7 +243,8 @@ func announce(ctx context.Context, cfg Config, c WindowFileContent) error {
 		return err
 	}
 	tmp := cfg.WindowFile + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+	_ = os.Remove(tmp) // WriteFile keeps the mode of a file that exists
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, cfg.WindowFile); err != nil {

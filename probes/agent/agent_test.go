@@ -16,15 +16,20 @@ import (
 	"testing"
 	"time"
 
+	"isochron.io/isochron/probes/credential"
 	"isochron.io/isochron/probes/gateway"
 )
 
-// startGateway serves a probe gateway with win on loopback, as a probe Job does, until
-// the test ends; its log records every arrival.
+// key is the test crawler's probe key.
+var key = credential.Key([]byte("master"), "crawler-uid")
+
+// startGateway serves a probe gateway with win on loopback, keyed with the test
+// crawler's key, as a probe Job does, until the test ends; its log records every arrival
+// it counted.
 func startGateway(t *testing.T, win *gateway.Window) (*gateway.Gateway, string, *strings.Builder) {
 	t.Helper()
 	log := &strings.Builder{}
-	g, err := gateway.New(gateway.Config{Period: time.Second, Window: win, Log: log})
+	g, err := gateway.New(gateway.Config{Period: time.Second, Window: win, Log: log, Key: key})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +74,7 @@ func TestAgentCrawlsTheWindow(t *testing.T) {
 	readings := []CPU{{User: time.Second, System: 2 * time.Second}, {User: 1500 * time.Millisecond, System: 3500 * time.Millisecond}}
 	cpu := func() CPU { c := readings[0]; readings = readings[1:]; return c }
 	agentLog := &strings.Builder{}
-	w := runUntilServed(t, Config{Gateways: []string{"http://127.0.0.1:1", url}, Poll: 10 * time.Millisecond, CPUTime: cpu, Log: agentLog})
+	w := runUntilServed(t, Config{Gateways: []string{"http://127.0.0.1:1", url}, Poll: 10 * time.Millisecond, CPUTime: cpu, Log: agentLog, Key: key})
 	if w.Err != nil || w.Crawl == nil {
 		t.Fatalf("window %+v: want a crawl without error", w)
 	}
@@ -88,8 +93,10 @@ func TestAgentCrawlsTheWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Points != 50 || res.Intervals < 30 || res.Requests != w.Crawl.Sent {
-		t.Errorf("gateway: %d points, %d intervals, %d requests; want 50 points, intervals, and the %d requests sent", res.Points, res.Intervals, res.Requests, w.Crawl.Sent)
+	// Every request carried the crawler's token: all counted, none foreign.
+	if res.Points != 50 || res.Intervals < 30 || res.Requests != w.Crawl.Sent || res.Foreign != 0 {
+		t.Errorf("gateway: %d points, %d intervals, %d requests, %d foreign; want 50 points, intervals, and the %d requests sent, none foreign",
+			res.Points, res.Intervals, res.Requests, res.Foreign, w.Crawl.Sent)
 	}
 	for _, line := range strings.Split(strings.TrimSpace(log.String()), "\n") {
 		us, _ := strconv.ParseInt(strings.Fields(line)[0], 10, 64)
@@ -147,18 +154,68 @@ func TestAgentAnnouncesTheWindowToTheCrawler(t *testing.T) {
 			}
 		}
 	}()
-	w := runUntilServed(t, Config{Gateways: []string{url}, Poll: 10 * time.Millisecond, WindowFile: file})
+	w := runUntilServed(t, Config{Gateways: []string{url}, Poll: 10 * time.Millisecond, WindowFile: file, Key: key})
 	if w.Err != nil || w.Crawl != nil {
 		t.Fatalf("window %+v: want the file announced, no crawl", w)
 	}
 	if !read.Load() || seen.Gateway != url || seen.RPS != 20 || seen.PeriodSeconds != 1 || time.Until(seen.Until) > time.Second {
 		t.Errorf("window file %+v (read %v): want the gateway %s, 20 rps, a 1 s period and the window's end", seen, read.Load(), url)
 	}
+	// The file carries the token the crawler's copies present: one the gateway counts.
+	if seen.Header != credential.Header || seen.Token != credential.Token(key, w.Nonce) {
+		t.Errorf("window file header %q token %q, want %s: the token of the window's nonce %s", seen.Header, seen.Token, credential.Header, w.Nonce)
+	}
+	req := httptest.NewRequest(http.MethodGet, "/?point=copy-1", nil)
+	req.Header.Set(seen.Header, seen.Token)
+	rec := httptest.NewRecorder()
+	g.Handler().ServeHTTP(rec, req)
+	if res, _ := g.Result(); rec.Code != http.StatusOK || res.Requests != 1 {
+		t.Errorf("a copy with the file's token: %d, %d counted; want it counted", rec.Code, res.Requests)
+	}
 	if _, err := os.Stat(file); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("window file left after the window: %v", err)
 	}
-	if res, _ := g.Result(); res.Requests != 0 {
-		t.Errorf("the agent sent %d requests in a crawler's window", res.Requests)
+	if res, _ := g.Result(); res.Requests != 1 || res.Foreign != 0 {
+		t.Errorf("the gateway counted %d requests (%d foreign) in a crawler's window; want only the test's copy", res.Requests, res.Foreign)
+	}
+}
+
+// The window file holds the crawler's credential for the window: root reads it, no one
+// else.
+func TestWindowFileIsPrivate(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "probe-window.json")
+	if err := os.WriteFile(file+".tmp", nil, 0o644); err != nil { // left by a crash, readable
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- announce(ctx, Config{WindowFile: file}, WindowFileContent{Token: "t"}) }()
+	var mode os.FileMode
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if fi, err := os.Stat(file); err == nil {
+			mode = fi.Mode().Perm()
+			break
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if mode != 0o600 {
+		t.Errorf("window file mode %v, want 0600", mode)
+	}
+}
+
+// An agent without the crawler's key does not crawl a gateway that counts only the
+// crawler's credential: nothing it sent would count, and it says why.
+func TestAgentWithoutAKeySendsNothingToAKeyedGateway(t *testing.T) {
+	g, url, _ := startGateway(t, &gateway.Window{Traffic: gateway.TrafficAgent, RPS: 20, PeriodSeconds: 1, Until: time.Now().Add(time.Second)})
+	w := runUntilServed(t, Config{Gateways: []string{url}, Poll: 10 * time.Millisecond})
+	if w.Err == nil || !strings.Contains(w.Err.Error(), "no key (--key-file)") || w.Crawl != nil {
+		t.Errorf("window %+v, err %v: want no crawl and an error naming --key-file", w, w.Err)
+	}
+	if res, _ := g.Result(); res.Requests != 0 || res.Foreign != 0 {
+		t.Errorf("gateway counted %d and %d foreign requests, want none sent", res.Requests, res.Foreign)
 	}
 }
 

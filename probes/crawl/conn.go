@@ -36,13 +36,15 @@ import (
 // (docs/probes.md).
 type conn struct {
 	addr, host string
-	timeout    time.Duration
-	c          net.Conn
-	br         *bufio.Reader
-	buf        []byte
+	// header is the request's extra header lines, each ending in CRLF.
+	header  string
+	timeout time.Duration
+	c       net.Conn
+	br      *bufio.Reader
+	buf     []byte
 }
 
-func newConn(target *url.URL, timeout time.Duration) (*conn, error) {
+func newConn(target *url.URL, timeout time.Duration, header string) (*conn, error) {
 	if target.Scheme != "http" {
 		return nil, fmt.Errorf("--target must be an http:// URL, got %q", target.String())
 	}
@@ -50,7 +52,7 @@ func newConn(target *url.URL, timeout time.Duration) (*conn, error) {
 	if target.Port() == "" {
 		addr = net.JoinHostPort(target.Hostname(), "80")
 	}
-	return &conn{addr: addr, host: target.Host, timeout: timeout}, nil
+	return &conn{addr: addr, host: target.Host, header: header, timeout: timeout}, nil
 }
 
 // send writes GET requestURI, dialling first if the connection is not open.
@@ -62,7 +64,9 @@ func (c *conn) send(requestURI string) error {
 	c.buf = append(c.buf, requestURI...)
 	c.buf = append(c.buf, " HTTP/1.1\r\nHost: "...)
 	c.buf = append(c.buf, c.host...)
-	c.buf = append(c.buf, "\r\nUser-Agent: rtprobe\r\n\r\n"...)
+	c.buf = append(c.buf, "\r\nUser-Agent: rtprobe\r\n"...)
+	c.buf = append(c.buf, c.header...)
+	c.buf = append(c.buf, "\r\n"...)
 	if err := c.c.SetDeadline(time.Now().Add(c.timeout)); err != nil {
 		c.close()
 		return err

@@ -33,8 +33,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,6 +62,8 @@ type Config struct {
 	Conns int
 	// Timeout bounds each request; 0 means 10 s.
 	Timeout time.Duration
+	// Header is sent with every request (the agent's probe token, package credential).
+	Header http.Header
 }
 
 // Schedule is the crawl's timetable: request j is for point j mod N at
@@ -129,10 +134,33 @@ func (cfg *Config) Validate() (Schedule, error) {
 	if _, err := PointURL(cfg.Target, 0); err != nil {
 		return Schedule{}, err
 	}
+	for name, values := range cfg.Header {
+		for _, v := range append([]string{name}, values...) {
+			if strings.ContainsAny(v, "\r\n") {
+				return Schedule{}, fmt.Errorf("header %s: a line break in %q", name, v)
+			}
+		}
+	}
 	if u, _ := url.Parse(cfg.Target); u.Scheme != "http" || u.Host == "" {
 		return Schedule{}, fmt.Errorf("--target must be an http:// URL with a host, got %q", cfg.Target)
 	}
 	return Schedule{Points: cfg.Points, Period: cfg.Period}, nil
+}
+
+// headerLines is h as the lines of a request, "Name: value\r\n", in name order.
+func headerLines(h http.Header) string {
+	var b strings.Builder
+	names := make([]string, 0, len(h))
+	for name := range h {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		for _, v := range h[name] {
+			b.WriteString(http.CanonicalHeaderKey(name) + ": " + v + "\r\n")
+		}
+	}
+	return b.String()
 }
 
 // Result is what a crawl measured.
@@ -193,7 +221,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	workers := make([]*worker, cfg.Conns)
 	var wg sync.WaitGroup
 	for k := range workers {
-		c, err := newConn(target, cfg.Timeout)
+		c, err := newConn(target, cfg.Timeout, headerLines(cfg.Header))
 		if err != nil {
 			return Result{}, err
 		}

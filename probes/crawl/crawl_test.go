@@ -120,6 +120,7 @@ func TestValidate(t *testing.T) {
 		"zero period":                    {cfg: Config{Target: "http://h/", RPS: 10, Duration: time.Second, Conns: 1}, wantErr: true},
 		"https target":                   {cfg: Config{Target: "https://h/", RPS: 10, Period: time.Second, Duration: time.Second, Conns: 1}, wantErr: true},
 		"no host":                        {cfg: Config{Target: "/index.html", RPS: 10, Period: time.Second, Duration: time.Second, Conns: 1}, wantErr: true},
+		"a line break in a header":       {cfg: Config{Target: "http://h/", RPS: 10, Period: time.Second, Duration: time.Second, Conns: 1, Header: http.Header{"X": {"a\r\nHost: evil"}}}, wantErr: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -139,11 +140,12 @@ func TestValidate(t *testing.T) {
 // dials again when a kept connection was closed while idle.
 func TestConnKeepAliveAndReconnect(t *testing.T) {
 	var mu sync.Mutex
-	var remotes []string
+	var remotes, tokens []string
 	closeNext := false
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		remotes = append(remotes, r.RemoteAddr)
+		tokens = append(tokens, r.Header.Get("Isochron-Probe-Token"))
 		if closeNext {
 			w.Header().Set("Connection", "close")
 			closeNext = false
@@ -153,7 +155,7 @@ func TestConnKeepAliveAndReconnect(t *testing.T) {
 	}))
 	defer srv.Close()
 	u, _ := url.Parse(srv.URL)
-	c, err := newConn(u, time.Second)
+	c, err := newConn(u, time.Second, headerLines(http.Header{"isochron-probe-token": {"t0k"}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,5 +185,11 @@ func TestConnKeepAliveAndReconnect(t *testing.T) {
 	defer mu.Unlock()
 	if remotes[0] != remotes[1] || remotes[1] != remotes[2] || remotes[2] == remotes[3] || remotes[3] == remotes[4] {
 		t.Errorf("connections used: %v; want 0-2 on one, 3 on a second, 4 on a third", remotes)
+	}
+	// Every request carries the header, a resent one too.
+	for i, tok := range tokens {
+		if tok != "t0k" {
+			t.Errorf("request %d carried token %q, want t0k", i, tok)
+		}
 	}
 }

@@ -18,6 +18,10 @@ limitations under the License.
 // that stamps each request's arrival, identifies the point from ?point=ID,
 // answers after an emulated WAN delay and computes each point's
 // measurement-interval error (see package interval).
+//
+// With a key (Config.Key) it counts only the requests that carry the probe's token
+// (package credential) and counts the others as foreign, storing nothing of them; and it
+// keeps at most Config.MaxPoints points. What it holds is bounded whatever it is sent.
 package gateway
 
 import (
@@ -31,11 +35,13 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"isochron.io/isochron/probes/credential"
 	"isochron.io/isochron/probes/interval"
 	"isochron.io/isochron/probes/stats"
 )
@@ -62,7 +68,28 @@ type Config struct {
 	// Window, if set, is the probe window the gateway announces at /window to the agent
 	// in the guest (package probes/agent): the traffic it asks for and until when.
 	Window *Window
+	// Key, if set, is the crawler's probe key: the gateway draws a nonce, announces it
+	// with the window, and counts only the requests whose credential.Header carries
+	// credential.Token(Key, nonce); the others are counted as Foreign, and nothing else
+	// of them is kept. Without a key every request counts (rtprobe gateway).
+	Key []byte
+	// MaxPoints, if > 0, is the most points the gateway measures (MaxPoints gives it for a
+	// schedule); the requests of further points are counted as untracked.
+	MaxPoints int
 }
+
+// MaxPoints is the most points a gateway measures for a schedule of rps requests a second,
+// each point once per period: the schedule's points and a quarter more, plus 64, so that
+// a crawler whose point IDs change now and then (Crawler traffic) is still measured
+// whole. Further points are counted, not measured, and say so in the result.
+func MaxPoints(rps int, period time.Duration) int {
+	points := int(float64(rps)*period.Seconds() + 0.5)
+	return points + points/4 + 64
+}
+
+// MaxHeaderBytes bounds what the gateway reads of each request's line and headers: a
+// point ID and the token fit many times over.
+const MaxHeaderBytes = 16 << 10
 
 // Window is a probe window as the gateway announces it at /window.
 type Window struct {
@@ -78,6 +105,9 @@ type Window struct {
 	RemainingSeconds float64 `json:"remainingSeconds"`
 	// Until is the end of the window on the gateway's clock (for people reading it).
 	Until time.Time `json:"until"`
+	// Nonce, with a keyed gateway, is this probe's nonce: the agent presents
+	// credential.Token(its key, Nonce) in credential.Header on every request.
+	Nonce string `json:"nonce,omitempty"`
 }
 
 // The traffic a window asks for.
@@ -89,6 +119,10 @@ const (
 // Gateway records interval errors. Its Handler is safe for concurrent use.
 type Gateway struct {
 	cfg Config
+	// nonce and token are the probe's nonce and the token it asks for; "" without a key.
+	nonce, token string
+	// foreign counts the requests without the token (atomic: no lock for them).
+	foreign atomic.Int64
 
 	mu       sync.Mutex
 	tracker  *interval.Tracker
@@ -97,9 +131,10 @@ type Gateway struct {
 	over     int64
 	log      *bufio.Writer
 
-	registry  *prometheus.Registry
-	histogram prometheus.Histogram
-	counter   prometheus.Counter
+	registry       *prometheus.Registry
+	histogram      prometheus.Histogram
+	counter        prometheus.Counter
+	foreignCounter prometheus.Counter
 }
 
 // New returns a Gateway for cfg. Period must be positive.
@@ -113,12 +148,15 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Delay < 0 {
 		return nil, fmt.Errorf("gateway: --delay must not be negative, got %s", cfg.Delay)
 	}
+	if cfg.MaxPoints < 0 {
+		return nil, fmt.Errorf("gateway: the most points must not be negative, got %d", cfg.MaxPoints)
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	g := &Gateway{
 		cfg:     cfg,
-		tracker: interval.NewTracker(cfg.Period.Microseconds()),
+		tracker: interval.NewBoundedTracker(cfg.Period.Microseconds(), cfg.MaxPoints),
 		rec:     stats.NewRecorder(),
 		histogram: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "rtprobe_gateway_interval_error_seconds",
@@ -127,11 +165,22 @@ func New(cfg Config) (*Gateway, error) {
 		}),
 		counter: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rtprobe_gateway_requests_total",
-			Help: "Requests the gateway received.",
+			Help: "Requests the gateway counted (with a key: those that carried the probe's token).",
+		}),
+		foreignCounter: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rtprobe_gateway_foreign_requests_total",
+			Help: "Requests without the probe's token: not counted.",
 		}),
 		registry: prometheus.NewRegistry(),
 	}
-	g.registry.MustRegister(g.histogram, g.counter)
+	if cfg.Key != nil {
+		nonce, err := credential.NewNonce()
+		if err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+		g.nonce, g.token = nonce, credential.Token(cfg.Key, nonce)
+	}
+	g.registry.MustRegister(g.histogram, g.counter, g.foreignCounter)
 	if cfg.Log != nil {
 		g.log = bufio.NewWriterSize(cfg.Log, 64<<10)
 	}
@@ -153,6 +202,7 @@ func (g *Gateway) Handler() http.Handler {
 // window answers with the window and how long it still lasts; 410 Gone once it is over.
 func (g *Gateway) window(w http.ResponseWriter, _ *http.Request) {
 	win := *g.cfg.Window
+	win.Nonce = g.nonce
 	win.RemainingSeconds = win.Until.Sub(g.cfg.Now()).Seconds()
 	if win.RemainingSeconds <= 0 {
 		http.Error(w, "the probe window is over", http.StatusGone)
@@ -165,6 +215,13 @@ func (g *Gateway) window(w http.ResponseWriter, _ *http.Request) {
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	// Stamp first, before the query or the body is looked at.
 	at := g.cfg.Now().UnixMicro()
+	if g.token != "" && !credential.Equal(g.token, r.Header.Get(credential.Header)) {
+		// Not the crawler's agent: counted, and nothing else of it is kept or waited for.
+		g.foreign.Add(1)
+		g.foreignCounter.Inc()
+		http.Error(w, "no probe credential: this gateway counts only its crawler's agent", http.StatusForbidden)
+		return
+	}
 	point := r.URL.Query().Get("point")
 	if point == "" {
 		http.Error(w, "missing ?point=ID", http.StatusBadRequest)
@@ -196,7 +253,7 @@ func (g *Gateway) Observe(point string, atUs int64) {
 		_ = g.log.WriteByte('\n')
 	}
 	o := g.tracker.Observe(point, atUs)
-	if o.Kind == interval.First {
+	if o.Kind == interval.First || o.Kind == interval.Untracked {
 		return
 	}
 	g.rec.Record(o.ErrorUs)
@@ -217,6 +274,9 @@ type Result struct {
 	// OverTolerance is the number of intervals whose error exceeded Config.Tolerance
 	// (absent without a tolerance); gaps count, as their error is at least a period.
 	OverTolerance *int64 `json:"overTolerance,omitempty"`
+	// Foreign is the number of requests that did not carry the probe's token (another
+	// pod's, or an agent without the crawler's key): not counted anywhere else.
+	Foreign int64 `json:"foreign,omitempty"`
 }
 
 // Result returns the summary so far and flushes the log.
@@ -227,7 +287,7 @@ func (g *Gateway) Result() (Result, error) {
 	if g.log != nil {
 		err = g.log.Flush()
 	}
-	res := Result{Summary: g.rec.Summary(Metric), Requests: g.requests, Counts: g.tracker.Counts()}
+	res := Result{Summary: g.rec.Summary(Metric), Requests: g.requests, Counts: g.tracker.Counts(), Foreign: g.foreign.Load()}
 	if g.cfg.Objective > 0 {
 		v := g.rec.Quantile(g.cfg.Objective)
 		res.AtObjective = &v
@@ -241,8 +301,15 @@ func (g *Gateway) Result() (Result, error) {
 
 // Human returns the result as readable text.
 func (r Result) Human() string {
-	return fmt.Sprintf("%s\nrequests %d, points %d, intervals %d, missing %d, duplicates %d.",
+	s := fmt.Sprintf("%s\nrequests %d, points %d, intervals %d, missing %d, duplicates %d.",
 		r.Summary.Human(), r.Requests, r.Points, r.Intervals, r.Missing, r.Duplicates)
+	if r.Untracked > 0 {
+		s += fmt.Sprintf(" %d requests of points beyond the most measured were not measured.", r.Untracked)
+	}
+	if r.Foreign > 0 {
+		s += fmt.Sprintf(" %d requests without the probe's token were not counted.", r.Foreign)
+	}
+	return s
 }
 
 // JSON returns the result as one line of JSON: the summary's keys plus the counts.
@@ -257,7 +324,7 @@ func (r Result) JSON() string {
 // Serve serves the gateway on ln until ctx is done, then shuts the server
 // down, letting answers in flight finish for up to a second plus the delay.
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: MaxHeaderBytes}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {

@@ -17,14 +17,17 @@ limitations under the License.
 package gateway
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"isochron.io/isochron/probes/credential"
 	"isochron.io/isochron/probes/interval"
 )
 
@@ -161,5 +164,141 @@ func TestWindow(t *testing.T) {
 	g.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/window", nil))
 	if rec.Code != http.StatusBadRequest {
 		t.Errorf("GET /window without a window = %d, want 400 (missing ?point)", rec.Code)
+	}
+}
+
+// keyed is a gateway with a crawler's key, its window at /window, and a handler that
+// serves one request with the header given ("" for none) at now.
+func keyed(t *testing.T, key []byte, now *time.Time) (*Gateway, func(target, token string) int) {
+	t.Helper()
+	win := &Window{Traffic: TrafficAgent, RPS: 10, PeriodSeconds: 1, Until: now.Add(time.Hour)}
+	g, err := New(Config{Period: time.Second, Window: win, Key: key, MaxPoints: MaxPoints(10, time.Second), Now: func() time.Time { return *now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := g.Handler()
+	return g, func(target, token string) int {
+		r := httptest.NewRequest(http.MethodGet, target, nil)
+		if token != "" {
+			r.Header.Set(credential.Header, token)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+}
+
+// nonceOf is the nonce g announces at /window.
+func nonceOf(t *testing.T, g *Gateway) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	g.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/window", nil))
+	var win Window
+	if err := json.NewDecoder(rec.Body).Decode(&win); err != nil {
+		t.Fatal(err)
+	}
+	return win.Nonce
+}
+
+// A keyed gateway counts only the requests that carry its token: the crawler's key over
+// this probe's nonce. Everything else is foreign, counted and otherwise ignored: it
+// measures nothing and no verdict can come of it.
+func TestKeyedGatewayCountsOnlyTheCrawlersToken(t *testing.T) {
+	key := credential.Key([]byte("master"), "crawler-uid")
+	other := credential.Key([]byte("master"), "another-crawler-uid")
+	for name, tc := range map[string]struct {
+		token       func(nonce string) string
+		wantCode    int
+		wantCounted bool
+	}{
+		"the crawler's agent":               {token: func(n string) string { return credential.Token(key, n) }, wantCode: http.StatusOK, wantCounted: true},
+		"no token (any other pod)":          {token: func(string) string { return "" }, wantCode: http.StatusForbidden},
+		"another crawler's token":           {token: func(n string) string { return credential.Token(other, n) }, wantCode: http.StatusForbidden},
+		"a token of another probe's window": {token: func(string) string { return credential.Token(key, "an-older-nonce") }, wantCode: http.StatusForbidden},
+		"the key itself":                    {token: func(string) string { return credential.Encode(key) }, wantCode: http.StatusForbidden},
+		"garbage":                           {token: func(string) string { return "x" }, wantCode: http.StatusForbidden},
+	} {
+		t.Run(name, func(t *testing.T) {
+			now := time.UnixMicro(10_000_000)
+			g, serve := keyed(t, key, &now)
+			nonce := nonceOf(t, g)
+			if nonce == "" {
+				t.Fatal("a keyed gateway announces no nonce")
+			}
+			tok := tc.token(nonce)
+			// Two requests of one point 0.4 s apart: counted, an interval error of 600 ms.
+			if code := serve("/?point=7", tok); code != tc.wantCode {
+				t.Errorf("status %d, want %d", code, tc.wantCode)
+			}
+			now = now.Add(400 * time.Millisecond)
+			serve("/?point=7", tok)
+			res, _ := g.Result()
+			counted := Result{Requests: res.Requests, Counts: res.Counts, Foreign: res.Foreign}
+			want := Result{Foreign: 2}
+			if tc.wantCounted {
+				want = Result{Requests: 2, Counts: interval.Counts{Arrivals: 2, Points: 1, Duplicates: 1}}
+			}
+			if diff := cmp.Diff(want, counted); diff != "" {
+				t.Errorf("what the gateway counted (-want +got):\n%s", diff)
+			}
+			if !tc.wantCounted && res.Count != 0 {
+				t.Errorf("%d interval errors recorded from foreign requests", res.Count)
+			}
+		})
+	}
+}
+
+// Each keyed gateway draws its own nonce: a token seen in one probe's window is no good
+// in the next.
+func TestEachProbeHasItsOwnNonce(t *testing.T) {
+	key := credential.Key([]byte("master"), "uid")
+	now := time.UnixMicro(0)
+	a, _ := keyed(t, key, &now)
+	b, _ := keyed(t, key, &now)
+	if na, nb := nonceOf(t, a), nonceOf(t, b); na == nb {
+		t.Errorf("two probes announced the same nonce %s", na)
+	}
+}
+
+// Whatever it is sent, the gateway holds at most the points of its schedule and a stated
+// margin: a flood of distinct IDs with the token is counted as untracked, and a flood
+// without the token stores nothing at all.
+func TestFloodOfDistinctPointsStaysBounded(t *testing.T) {
+	key := credential.Key([]byte("master"), "uid")
+	const flood = 20_000
+	bound := MaxPoints(10, time.Second)
+	if bound != 10+2+64 {
+		t.Fatalf("MaxPoints(10 rps, 1 s) = %d, want the 10 points, a quarter more and 64", bound)
+	}
+	for name, tc := range map[string]struct {
+		withToken   bool
+		wantTracked int
+		wantCounts  interval.Counts
+		wantForeign int64
+	}{
+		"with the token":    {withToken: true, wantTracked: bound, wantCounts: interval.Counts{Arrivals: flood, Points: int64(bound), Untracked: flood - int64(bound)}},
+		"without the token": {wantTracked: 0, wantForeign: flood},
+	} {
+		t.Run(name, func(t *testing.T) {
+			now := time.UnixMicro(0)
+			g, serve := keyed(t, key, &now)
+			tok := ""
+			if tc.withToken {
+				tok = credential.Token(key, nonceOf(t, g))
+			}
+			for i := range flood {
+				serve("/?point=flood-"+strconv.Itoa(i), tok)
+			}
+			if got := g.tracker.Tracked(); got != tc.wantTracked {
+				t.Errorf("the tracker holds %d points after %d distinct IDs, want %d", got, flood, tc.wantTracked)
+			}
+			res, _ := g.Result()
+			if diff := cmp.Diff(tc.wantCounts, res.Counts); diff != "" {
+				t.Errorf("counts (-want +got):\n%s", diff)
+			}
+			if res.Foreign != tc.wantForeign {
+				t.Errorf("foreign %d, want %d", res.Foreign, tc.wantForeign)
+			}
+		})
 	}
 }

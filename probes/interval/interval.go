@@ -41,7 +41,13 @@ limitations under the License.
 //
 // Arrivals of one point must be fed in time order; an arrival earlier than the
 // point's reference is treated as a duplicate.
+//
+// A Tracker holds one reference per point, and at most the points it is given room for
+// (NewBoundedTracker): the arrivals of any further point are counted as Untracked and
+// stored nowhere, so what it holds is bounded whatever it is sent.
 package interval
+
+import "hash/maphash"
 
 // Kind says how one arrival was counted.
 type Kind int
@@ -55,6 +61,8 @@ const (
 	Gap
 	// Duplicate is an arrival less than half a period after the reference.
 	Duplicate
+	// Untracked is an arrival of a point beyond the tracker's bound: no error.
+	Untracked
 )
 
 // Observation is the result of one arrival.
@@ -73,6 +81,9 @@ type Counts struct {
 	Intervals  int64 `json:"intervals"`
 	Missing    int64 `json:"missing"`
 	Duplicates int64 `json:"duplicates"`
+	// Untracked is the number of arrivals of points beyond the tracker's bound: counted,
+	// never measured.
+	Untracked int64 `json:"untracked,omitempty"`
 }
 
 // Classify computes the error of an interval of deltaUs between an arrival
@@ -93,25 +104,47 @@ func Classify(deltaUs, periodUs int64) Observation {
 // concurrent use; callers serialise Observe.
 type Tracker struct {
 	periodUs int64
-	last     map[string]int64
-	counts   Counts
+	// max is the most points kept; 0 for no bound.
+	max int
+	// last is each point's reference arrival, keyed by the point's hash (seed): a point
+	// costs the same few bytes whatever the length of its ID. Two IDs of one hash would
+	// share a reference; with a random 64-bit seed that is a chance of about n²/2^65
+	// for n points (10^-10 at 125,000), and no sender can aim for it.
+	last map[uint64]int64
+	seed maphash.Seed
+	// counts are the totals so far.
+	counts Counts
 }
 
-// NewTracker returns a Tracker for the given period in microseconds (> 0).
-func NewTracker(periodUs int64) *Tracker {
+// NewTracker returns a Tracker for the given period in microseconds (> 0) that keeps
+// every point it sees.
+func NewTracker(periodUs int64) *Tracker { return NewBoundedTracker(periodUs, 0) }
+
+// NewBoundedTracker returns a Tracker for the given period in microseconds (> 0) that
+// keeps at most maxPoints points (0: no bound); the arrivals of any point beyond them are
+// counted as Untracked and not stored.
+func NewBoundedTracker(periodUs int64, maxPoints int) *Tracker {
 	if periodUs <= 0 {
 		panic("interval: period must be positive")
 	}
-	return &Tracker{periodUs: periodUs, last: map[string]int64{}}
+	if maxPoints < 0 {
+		panic("interval: maxPoints must not be negative")
+	}
+	return &Tracker{periodUs: periodUs, max: maxPoints, last: map[uint64]int64{}, seed: maphash.MakeSeed()}
 }
 
 // Observe counts one arrival of point at atUs and returns how it was
-// counted. Callers record ErrorUs unless Kind is First.
+// counted. Callers record ErrorUs unless Kind is First or Untracked.
 func (t *Tracker) Observe(point string, atUs int64) Observation {
 	t.counts.Arrivals++
-	prev, seen := t.last[point]
+	key := maphash.String(t.seed, point)
+	prev, seen := t.last[key]
 	if !seen {
-		t.last[point] = atUs
+		if t.max > 0 && len(t.last) >= t.max {
+			t.counts.Untracked++
+			return Observation{Kind: Untracked}
+		}
+		t.last[key] = atUs
 		t.counts.Points++
 		return Observation{Kind: First}
 	}
@@ -124,9 +157,13 @@ func (t *Tracker) Observe(point string, atUs int64) Observation {
 		t.counts.Missing += o.Missing
 	}
 	t.counts.Intervals++
-	t.last[point] = atUs
+	t.last[key] = atUs
 	return o
 }
+
+// Tracked is the number of points the tracker holds a reference for (never more than
+// its bound).
+func (t *Tracker) Tracked() int { return len(t.last) }
 
 // Counts returns the totals so far.
 func (t *Tracker) Counts() Counts { return t.counts }
@@ -136,7 +173,7 @@ func (t *Tracker) Counts() Counts { return t.counts }
 func Series(arrivalsUs []int64, periodUs int64, record func(errUs int64)) Counts {
 	t := NewTracker(periodUs)
 	for _, at := range arrivalsUs {
-		if o := t.Observe("", at); o.Kind != First && record != nil {
+		if o := t.Observe("", at); o.Kind != First && o.Kind != Untracked && record != nil {
 			record(o.ErrorUs)
 		}
 	}

@@ -17,6 +17,8 @@ limitations under the License.
 package interval
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -128,6 +130,47 @@ func TestClassifyBoundaries(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if got := Classify(tc.delta, period).Kind; got != tc.want {
 				t.Errorf("Classify(%d).Kind = %v, want %v", tc.delta, got, tc.want)
+			}
+		})
+	}
+}
+
+// A bounded tracker holds at most its bound of points whatever it is sent: a flood of
+// distinct IDs is counted, never stored, and the points it holds are measured as before.
+func TestBoundedTrackerHoldsAtMostItsBound(t *testing.T) {
+	for name, tc := range map[string]struct {
+		bound, distinct int
+		wantTracked     int
+		wantUntracked   int64
+	}{
+		"under the bound":     {bound: 10, distinct: 7, wantTracked: 7},
+		"at the bound":        {bound: 10, distinct: 10, wantTracked: 10},
+		"a flood of new IDs":  {bound: 10, distinct: 100_000, wantTracked: 10, wantUntracked: 100_000 - 10},
+		"no bound keeps all":  {bound: 0, distinct: 1000, wantTracked: 1000},
+		"long IDs cost alike": {bound: 3, distinct: 50, wantTracked: 3, wantUntracked: 47},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tr := NewBoundedTracker(period, tc.bound)
+			for i := range tc.distinct {
+				id := strconv.Itoa(i)
+				if name == "long IDs cost alike" {
+					id = strings.Repeat("x", 4096) + id
+				}
+				tr.Observe(id, int64(i))
+			}
+			if got := tr.Tracked(); got != tc.wantTracked {
+				t.Errorf("tracked %d points, want %d", got, tc.wantTracked)
+			}
+			if got := tr.Counts().Untracked; got != tc.wantUntracked {
+				t.Errorf("untracked %d arrivals, want %d", got, tc.wantUntracked)
+			}
+			// The points held are still measured: the first one's next arrival is an interval.
+			first := "0"
+			if name == "long IDs cost alike" {
+				first = strings.Repeat("x", 4096) + "0"
+			}
+			if o := tr.Observe(first, period); o.Kind != Regular {
+				t.Errorf("the first point's next arrival: %+v, want Regular", o)
 			}
 		})
 	}

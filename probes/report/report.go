@@ -33,8 +33,16 @@ import (
 	"isochron.io/isochron/probes/rtt"
 )
 
-// Version is the version of the report format; Parse refuses any other.
-const Version = 1
+// Version is the version of the report format rtprobe writes; Parse reads it and every
+// version back to MinVersion.
+//
+// Version 2 adds interval.foreign (requests without the probe's token, not counted) and
+// interval.untracked (requests of points beyond the most the gateway measures): a version
+// 1 report, from a gateway that counted every request, has neither.
+const (
+	Version    = 2
+	MinVersion = 1
+)
 
 // MaxBytes is the most the kubelet keeps of a termination message.
 const MaxBytes = 4096
@@ -74,7 +82,7 @@ func (r Report) Marshal() ([]byte, error) {
 }
 
 // Parse reads a report from a termination message. It refuses unknown fields and
-// other versions, so a probe image of another release is noticed, not misread.
+// versions it does not know, so a probe image of a later release is noticed, not misread.
 func Parse(msg string) (Report, error) {
 	var r Report
 	if msg == "" {
@@ -85,8 +93,8 @@ func Parse(msg string) (Report, error) {
 	if err := dec.Decode(&r); err != nil {
 		return Report{}, fmt.Errorf("termination message is not a probe report: %w", err)
 	}
-	if r.Version != Version {
-		return Report{}, fmt.Errorf("probe report version %d, this operator reads version %d: run the rtprobe image of the operator's release", r.Version, Version)
+	if r.Version < MinVersion || r.Version > Version {
+		return Report{}, fmt.Errorf("probe report version %d, this operator reads versions %d to %d: run the rtprobe image of the operator's release", r.Version, MinVersion, Version)
 	}
 	return r, nil
 }

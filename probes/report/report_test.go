@@ -43,8 +43,9 @@ func full() Report {
 		Interval: &gateway.Result{
 			Summary:     withMetric(big, gateway.Metric),
 			Requests:    86_400_000,
-			Counts:      interval.Counts{Points: 100000, Intervals: 86_300_000, Missing: 12345, Duplicates: 678},
+			Counts:      interval.Counts{Points: 100000, Intervals: 86_300_000, Missing: 12345, Duplicates: 678, Untracked: 86_400_000},
 			AtObjective: f(3599999999),
+			Foreign:     9_223_372_036_854_775_807,
 		},
 		RTT: &rtt.Result{
 			Summary:     withMetric(big, rtt.Metric).WithDeadline(1_000_000, 86_400_000),
@@ -94,7 +95,7 @@ func TestParseRefuses(t *testing.T) {
 		"empty":           {"", "empty termination message"},
 		"log tail":        {"rtprobe slo: listening on :8080: address already in use", "not a probe report"},
 		"unknown field":   {`{"v":1,"verdict":"pass"}`, "unknown field"},
-		"other version":   {`{"v":2}`, "version 2"},
+		"a later version": {`{"v":3}`, "version 3, this operator reads versions 1 to 2"},
 		"missing version": {`{"objective":99.9}`, "version 0"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -103,5 +104,20 @@ func TestParseRefuses(t *testing.T) {
 				t.Errorf("Parse(%q) = %v, want an error containing %q", tc.msg, err, tc.want)
 			}
 		})
+	}
+}
+
+// A version 1 report, from the gateway before probe credentials, still reads: it has no
+// foreign or untracked requests to tell of.
+func TestParseReadsVersion1(t *testing.T) {
+	msg := `{"v":1,"start":"2026-11-22T03:00:00Z","end":"2026-11-22T03:20:00Z","objective":99.999,` +
+		`"interval":{"metric":"interval-error","unit":"us","count":480000,"min":2,"p50":140,"p99":910,"p999":1520,"p99999":2100,"max":2300,` +
+		`"requests":480400,"arrivals":480400,"points":400,"intervals":480000,"missing":0,"duplicates":0,"atObjective":2100}}`
+	r, err := Parse(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Version != 1 || r.Interval == nil || r.Interval.Count != 480000 || r.Interval.Foreign != 0 || r.Interval.Untracked != 0 {
+		t.Errorf("parsed %+v", r)
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -340,6 +341,37 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 		}
 	})
 
+	t.Run("the manager writes its own Secrets and no other", func(t *testing.T) {
+		// Its own: the probe master key in its namespace, and each crawler's guest Secret,
+		// which it writes (create, patch) but cannot read: the admin's client reads them here.
+		for _, key := range []client.ObjectKey{{Namespace: systemNS, Name: "isochron-probe-master-key"}, {Namespace: "bms", Name: "campus-b-guest"}} {
+			waitFor(t, "Secret "+key.String(), func() (bool, string) {
+				err := env.Client.Get(ctx, key, &corev1.Secret{})
+				return err == nil, fmt.Sprint(err)
+			})
+		}
+		// Anything else the manager's account writes is refused: a token Secret for any
+		// service account (its token would come back in the write's answer), any other
+		// Secret, a guest Secret no CrawlerVM owns.
+		asManager, err := client.New(&rest.Config{Host: env.Config.Host, BearerToken: token(t, systemNS, managerSA),
+			TLSClientConfig: rest.TLSClientConfig{CAData: env.Config.CAData}}, client.Options{Scheme: env.Scheme})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, s := range map[string]*corev1.Secret{
+			"a service account's token": {ObjectMeta: metav1.ObjectMeta{Namespace: "bms", Name: "loot",
+				Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}}, Type: corev1.SecretTypeServiceAccountToken},
+			"another Secret": {ObjectMeta: metav1.ObjectMeta{Namespace: "bms", Name: "loot"}, Type: corev1.SecretTypeOpaque},
+			"a guest Secret no CrawlerVM owns": {ObjectMeta: metav1.ObjectMeta{Namespace: "bms", Name: "nobody-guest",
+				Labels: map[string]string{isov1.LabelManagedBy: isov1.ManagedBy}}, Type: corev1.SecretTypeOpaque},
+		} {
+			waitFor(t, "the manager's "+name+" refused", func() (bool, string) {
+				err := asManager.Create(ctx, s.DeepCopy(), client.DryRunAll)
+				return err != nil && strings.Contains(err.Error(), "the isochron manager writes only"), fmt.Sprint(err)
+			})
+		}
+	})
+
 	t.Run("re-applying the samples changes nothing", func(t *testing.T) {
 		before := versions(t, samples)
 		apply(t, samples, false)
@@ -446,7 +478,7 @@ func startManager(t *testing.T, kubeconfig string) (stop func()) {
 	t.Helper()
 	metricsAddr = freePort(t)
 	return startBinary(t, "manager", managerLog, "--kubeconfig", kubeconfig,
-		"--leader-elect", "--leader-election-namespace="+systemNS,
+		"--leader-elect", "--leader-election-namespace="+systemNS, "--namespace="+systemNS,
 		"--metrics-bind-address="+metricsAddr, "--health-probe-bind-address="+freePort(t))
 }
 

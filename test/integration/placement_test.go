@@ -69,8 +69,15 @@ func replica(t *testing.T, name string, concurrency int) (stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every replica reads the one probe master key, as the manager does at its start (the
+	// first creates it).
+	master, err := controllers.LoadProbeMasterKey(context.Background(), env.Client, "default", controllers.DefaultProbeMasterKeySecret)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Each replica its own metrics, as each process has.
-	r := controllers.NewCrawlerVMReconciler(mgr, controllers.WithConcurrency(concurrency), controllers.WithRegistry(prometheus.NewRegistry()))
+	r := controllers.NewCrawlerVMReconciler(mgr, controllers.WithConcurrency(concurrency), controllers.WithRegistry(prometheus.NewRegistry()),
+		controllers.WithProbeMasterKey(master))
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	cloudinit "kubevirt.io/kubevirt/pkg/cloud-init"
+	"kubevirt.io/kubevirt/pkg/config"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/cli"
@@ -23,6 +27,7 @@ import (
 	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/sizing"
 	"isochron.io/isochron/internal/slo"
+	"isochron.io/isochron/probes/credential"
 )
 
 // clusterGates are the feature gates a real cluster running isochron lists in its
@@ -76,8 +81,8 @@ func TestSamplesRenderAdmittedVMs(t *testing.T) {
 		} else if err != nil {
 			t.Fatal(err)
 		}
-		if vm.Name == "" {
-			continue
+		if vm.Kind != "VirtualMachine" {
+			continue // a guest Secret: KubeVirt reads it when it starts the VMI (TestKubeVirtReadsTheGuestSecret)
 		}
 		n++
 		t.Run(vm.Name, func(t *testing.T) { admitVM(t, vm) })
@@ -87,9 +92,68 @@ func TestSamplesRenderAdmittedVMs(t *testing.T) {
 	}
 }
 
-// agent is the probe agent as the operator renders it, its Service at a cluster IP.
+// agent is the probe agent as the operator renders it, its Service at a cluster IP, with
+// the crawler's probe key.
 func agent(c *isov1.CrawlerVM) *render.Agent {
-	return &render.Agent{Image: slo.DefaultImage, Gateways: slo.GatewayURLs(c, "10.96.0.17")}
+	return &render.Agent{Image: slo.DefaultImage, Gateways: slo.GatewayURLs(c, "10.96.0.17"), Key: credential.Key([]byte("master"), string(c.UID))}
+}
+
+// The user data the guest gets is the guest Secret's, as KubeVirt's own code takes it:
+// the launcher pod virt-controller renders for the VMI mounts the Secret (keys userdata
+// and userData, by subPath), and virt-launcher's cloud-init code reads the NoCloud
+// user data from there, for every variant, the longest user data included.
+func TestKubeVirtReadsTheGuestSecret(t *testing.T) {
+	for name, v := range variants() {
+		t.Run(name, func(t *testing.T) {
+			s, vm := v.render(t)
+			secret, err := render.GuestSecret(render.Input{CrawlerVM: v.cvm, Sizing: s, Node: "rt-node-1", RTBinding: v.binding, Agent: agent(v.cvm)})
+			if err != nil || secret == nil {
+				t.Fatalf("guest Secret %v, %v", secret, err)
+			}
+			vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: *vm.Spec.Template.ObjectMeta.DeepCopy(), Spec: *vm.Spec.Template.Spec.DeepCopy()}
+			vmi.Name, vmi.Namespace, vmi.UID = vm.Name, vm.Namespace, "uid-1"
+			pod, err := LauncherPod(vmi, kubevirtv1.KubeVirtConfiguration{}, clusterGates)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The kubelet's part: each subPath mount of a volume of the guest Secret gets the
+			// file of its key, under a root that stands for the launcher's filesystem.
+			root := t.TempDir()
+			fromSecret := map[string]bool{}
+			for _, vol := range pod.Spec.Volumes {
+				if vol.Secret != nil && vol.Secret.SecretName == secret.Name {
+					fromSecret[vol.Name] = true
+				}
+			}
+			mounted := 0
+			for _, c := range pod.Spec.Containers {
+				for _, m := range c.VolumeMounts {
+					data, ok := secret.Data[m.SubPath]
+					if !fromSecret[m.Name] || !ok {
+						continue
+					}
+					path := filepath.Join(root, m.MountPath)
+					if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(path, data, 0o600); err != nil {
+						t.Fatal(err)
+					}
+					mounted++
+				}
+			}
+			if mounted == 0 {
+				t.Fatalf("the launcher pod mounts nothing of Secret %s", secret.Name)
+			}
+			got, err := cloudinit.ReadCloudInitVolumeDataSource(vmi, filepath.Join(root, config.SecretSourceDir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got == nil || got.UserData != string(secret.Data[render.SecretKeyUserData]) {
+				t.Errorf("KubeVirt reads cloud-init data %+v, want the guest Secret's user data", got)
+			}
+		})
+	}
 }
 
 type option func(*isov1.CrawlerVM)
