@@ -24,8 +24,12 @@ func TestLedger(t *testing.T) {
 	type step func(l *Ledger)
 	build := func(rs ...placement.Resident) step { return func(l *Ledger) { l.Build(rs) } }
 	observe := func(key string, r *placement.Resident) step { return func(l *Ledger) { l.Observe(key, r) } }
-	assume := func(r placement.Resident) step { return func(l *Ledger) { l.Assume([]placement.Resident{r}, nil).Commit() } }
-	assumeAndFail := func(r placement.Resident) step { return func(l *Ledger) { l.Assume([]placement.Resident{r}, nil).Undo() } }
+	assume := func(r placement.Resident) step {
+		return func(l *Ledger) { l.Assume([]placement.Resident{r}, nil).Commit() }
+	}
+	assumeAndFail := func(r placement.Resident) step {
+		return func(l *Ledger) { l.Assume([]placement.Resident{r}, nil).Undo() }
+	}
 	// A decision not yet persisted: what it releases still counts, under a key of its own.
 	assumePending := func(r placement.Resident) step { return func(l *Ledger) { l.Assume([]placement.Resident{r}, nil) } }
 	remove := func(key string) step { return func(l *Ledger) { l.Remove(key) } }
