@@ -20,6 +20,7 @@ import (
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/ledger"
 	"isochron.io/isochron/internal/move"
+	"isochron.io/isochron/internal/nodebooks"
 	"isochron.io/isochron/internal/slo"
 )
 
@@ -131,7 +132,7 @@ func NewCrawlerVMReconciler(mgr ctrl.Manager, opts ...Option) *CrawlerVMReconcil
 	for _, o := range opts {
 		o(r)
 	}
-	r.placer = &placer{cache: r.Client, api: r.APIReader, clock: r.clock, request: r.request, ledger: ledger.New(),
+	r.placer = &placer{cache: r.Client, api: r.APIReader, clock: r.clock, request: r.request, ledger: ledger.New(), books: nodebooks.New(),
 		batchSize: func(float64) {}, decisionTime: func(float64) {}}
 	return r
 }

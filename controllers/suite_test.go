@@ -169,7 +169,7 @@ func run(m *testing.M) int {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Cache: controllers.CacheOptions(), Metrics: metricsserver.Options{BindAddress: "0"},
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Cache: controllers.ManagerCacheOptions(), Metrics: metricsserver.Options{BindAddress: "0"},
 		NewClient: conflicts.newClient})
 	if err != nil {
 		panic(err)

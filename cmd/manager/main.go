@@ -74,7 +74,7 @@ func main() {
 	cfg.QPS, cfg.Burst = float32(qps), burst
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  controllers.Scheme(),
-		Cache:                   controllers.CacheOptions(),
+		Cache:                   controllers.ManagerCacheOptions(),
 		Metrics:                 metricsOpts,
 		HealthProbeBindAddress:  probeAddr,
 		PprofBindAddress:        pprofAddr,

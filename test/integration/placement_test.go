@@ -56,7 +56,7 @@ func replica(t *testing.T, name string, concurrency int) (stop func()) {
 	cfg.QPS, cfg.Burst = 200, 400 // as the manager's defaults (cmd/manager)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  env.Scheme,
-		Cache:                   controllers.CacheOptions(),
+		Cache:                   controllers.ManagerCacheOptions(),
 		Metrics:                 metricsserver.Options{BindAddress: "0"},
 		LeaderElection:          true,
 		LeaderElectionID:        "isochron.isochron.io",
