@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -56,6 +57,14 @@ type CrawlerVMReconciler struct {
 	apiPollInterval time.Duration
 	// sharedNetworks are the namespaces whose RT networks every namespace may use.
 	sharedNetworks []string
+	// reconcileTimeout is one reconcile's deadline.
+	reconcileTimeout time.Duration
+	// identity is this replica's leader-election identity, written with each change of a
+	// reservation (status.decidedBy) for the API server's leader fence; empty without
+	// leader election.
+	identity string
+	// liveness tells whether the manager is wedged (Healthz).
+	liveness *liveness
 
 	metrics *metrics
 	// placer decides where crawlers go and holds their reservations.
@@ -106,6 +115,17 @@ func WithSharedNetworkNamespaces(namespaces []string) Option {
 	return func(r *CrawlerVMReconciler) { r.sharedNetworks = namespaces }
 }
 
+// WithReconcileTimeout sets one reconcile's deadline (default DefaultReconcileTimeout).
+func WithReconcileTimeout(d time.Duration) Option {
+	return func(r *CrawlerVMReconciler) { r.reconcileTimeout = d }
+}
+
+// WithLeaderIdentity tells the reconciler the identity under which this replica holds
+// the leader election Lease (NewLeaderLock): it writes it with every change of a
+// reservation (status.decidedBy), which the API server's leader fence admits only while
+// the Lease names it.
+func WithLeaderIdentity(id string) Option { return func(r *CrawlerVMReconciler) { r.identity = id } }
+
 // WithRegistry registers the reconciler's metrics on reg instead of the manager's metrics
 // endpoint (controller-runtime's registry), as when a test runs several replicas in one
 // process.
@@ -125,6 +145,8 @@ func NewCrawlerVMReconciler(mgr ctrl.Manager, opts ...Option) *CrawlerVMReconcil
 		apiPollInterval: DefaultAPIPollInterval,
 		registry:        ctrlmetrics.Registry,
 
+		reconcileTimeout: DefaultReconcileTimeout,
+
 		minMoveInterval: slo.DefaultMinMoveInterval,
 		refutedMemory:   move.DefaultRefutedMemory,
 		nodeLostGrace:   move.DefaultNodeLostGrace,
@@ -134,8 +156,14 @@ func NewCrawlerVMReconciler(mgr ctrl.Manager, opts ...Option) *CrawlerVMReconcil
 	}
 	r.placer = &placer{cache: r.Client, api: r.APIReader, clock: r.clock, request: r.request, ledger: ledger.New(), books: nodebooks.New(),
 		batchSize: func(float64) {}, decisionTime: func(float64) {}}
+	r.liveness = &liveness{clock: r.clock, deadline: r.reconcileTimeout, lock: &r.placer.decide}
 	return r
 }
+
+// Healthz is the manager's liveness check (healthz.Checker): it fails while a reconcile
+// runs well past its deadline or the decision lock is held longer than a reconcile may
+// take, so that the kubelet restarts a wedged manager.
+func (r *CrawlerVMReconciler) Healthz(req *http.Request) error { return r.liveness.Healthz(req) }
 
 // +kubebuilder:rbac:groups=isochron.io,resources=crawlervms,verbs=get;list;watch
 // +kubebuilder:rbac:groups=isochron.io,resources=crawlervms/status,verbs=get;update;patch
@@ -152,6 +180,7 @@ func NewCrawlerVMReconciler(mgr ctrl.Manager, opts ...Option) *CrawlerVMReconcil
 
 // Reconcile brings one CrawlerVM's VMI and status in line with its spec.
 func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	defer r.liveness.begin()()
 	cvm := &isov1.CrawlerVM{}
 	if err := r.Get(ctx, req.NamespacedName, cvm); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -164,7 +193,7 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if !cvm.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // owner references let the garbage collector remove the VMI
 	}
-	st := &statusWriter{Client: r.Client, recorder: r.Recorder, before: cvm.DeepCopy()}
+	st := &statusWriter{Client: r.Client, recorder: r.Recorder, before: cvm.DeepCopy(), identity: r.identity}
 	st.readyAtStart = apimeta.FindStatusCondition(st.before.Status.Conditions, isov1.ConditionReady)
 	defer func() {
 		if err := st.persist(ctx, cvm); err != nil {
@@ -264,6 +293,8 @@ type statusWriter struct {
 	readyStuck *bool
 	// world is what the reconcile read of the crawler's world (readWorld), nil before.
 	world *world
+	// identity is the replica's leader-election identity (WithLeaderIdentity).
+	identity string
 }
 
 // after queues f until the status is written.
@@ -276,6 +307,11 @@ func (w *statusWriter) event(cvm *isov1.CrawlerVM, kind, reason, message string)
 
 func (w *statusWriter) persist(ctx context.Context, cvm *isov1.CrawlerVM) error {
 	setProgress(cvm, w.readyStuck)
+	if w.identity != "" && reservationOf(w.before) != reservationOf(cvm) {
+		// A change of the reservation: admitted by the API server's leader fence only
+		// while this replica holds the Lease.
+		cvm.Status.DecidedBy = w.identity
+	}
 	if !equality.Semantic.DeepEqual(w.before.Status, cvm.Status) {
 		if err := w.Status().Patch(ctx, cvm, client.MergeFromWithOptions(w.before, client.MergeFromWithOptimisticLock{})); err != nil {
 			w.pending = nil

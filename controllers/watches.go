@@ -78,6 +78,8 @@ func (r *CrawlerVMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	ctl, err := b.WithOptions(controller.Options{
 		// Decisions are serialised by the placer; leader election keeps one replica.
 		MaxConcurrentReconciles: max(1, r.concurrency),
+		// Every reconcile has a deadline: nothing it waits on holds a worker for ever.
+		ReconciliationTimeout: r.reconcileTimeout,
 	}).
 		Named("crawlervm").
 		Build(r)

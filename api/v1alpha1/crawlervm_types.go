@@ -435,6 +435,15 @@ type CrawlerVMStatus struct {
 	// +optional
 	Placement *PlacementStatus `json:"placement,omitempty"`
 
+	// decidedBy is the leader-election identity of the manager replica that last changed
+	// the crawler's reservation (status.sizing, status.placement.node, status.move.from):
+	// the holder of the manager's Lease when it decided. The API server's leader fence
+	// (the isochron-leader-fence ValidatingAdmissionPolicy) admits a change to the
+	// reservation only when decidedBy is the Lease's holder as the write lands.
+	// +optional
+	// +kubebuilder:validation:MaxLength=320
+	DecidedBy string `json:"decidedBy,omitempty"`
+
 	// vmi is the KubeVirt VirtualMachineInstance that runs the crawler.
 	// +optional
 	VMI *VMIStatus `json:"vmi,omitempty"`
