@@ -3,7 +3,9 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"time"
 
+	"github.com/go-logr/logr"
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -70,7 +72,7 @@ func (r *CrawlerVMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// What the pods bound to each node hold (the node books, kept on the leader only), and
 	// a pod that stops holding something wakes the crawlers its node can help. Workers
 	// start once the books hold the initial list.
-	b = b.WatchesRawSource(&booksSource{books: r.placer.books, cfg: mgr.GetConfig(), wakes: r.helpedByNode, r: r})
+	b = b.WatchesRawSource(&booksSource{books: r.placer.books, cfg: mgr.GetConfig(), wakes: r.helpedByNode, r: r, log: mgr.GetLogger().WithName("node-books")})
 	// Multus' API appearing after the operator started wakes the crawlers that waited
 	// for it (optionalAPI).
 	apiServed := make(chan event.GenericEvent, 1)
@@ -399,12 +401,19 @@ type booksSource struct {
 	cfg   *rest.Config
 	wakes func(ctx context.Context, node string) []crawlers
 	r     *CrawlerVMReconciler
+	log   logr.Logger
 }
 
 func (s *booksSource) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[ctrl.Request]) error {
+	began := time.Now()
 	go func() {
 		if err := s.books.Run(ctx, s.cfg); err != nil {
-			log.FromContext(ctx).Error(err, "Keeping the node books")
+			s.log.Error(err, "Keeping the node books")
+		}
+	}()
+	go func() {
+		if s.books.WaitForSync(ctx) == nil {
+			s.log.Info("Node books synced", "pods", s.books.Len(), "took", time.Since(began).Round(time.Millisecond).String())
 		}
 	}()
 	go func() {
@@ -416,7 +425,7 @@ func (s *booksSource) Start(ctx context.Context, q workqueue.TypedRateLimitingIn
 			}
 			for _, node := range s.books.TakeReleased() {
 				if err := s.r.enqueue(ctx, s.wakes(ctx, node), q); err != nil {
-					log.FromContext(ctx).Error(err, "Listing CrawlerVMs to reconcile", "released", klog.KRef("", node))
+					s.log.Error(err, "Listing CrawlerVMs to reconcile", "released", klog.KRef("", node))
 				}
 			}
 		}
