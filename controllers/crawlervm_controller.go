@@ -189,9 +189,17 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	r.placer.Observe(cvm)
+	if r.placer.Observe(cvm) {
+		// A reservation this replica did not decide: does its node hold more than it has?
+		r.placer.recheck(ctx)
+	}
 	if !cvm.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // owner references let the garbage collector remove the VMI
+	}
+	// Only the leader reconciles: its first reconcile builds the ledger from the API
+	// server and checks what it inherits for overbooked nodes.
+	if err := r.placer.ensureLedger(ctx); err != nil {
+		return ctrl.Result{}, err
 	}
 	st := &statusWriter{Client: r.Client, recorder: r.Recorder, before: cvm.DeepCopy(), identity: r.identity}
 	st.readyAtStart = apimeta.FindStatusCondition(st.before.Status.Conditions, isov1.ConditionReady)
@@ -204,6 +212,11 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		}
 		r.metrics.observe(cvm)
 	}()
+	if why, ok := r.placer.overbooked.get(req.Namespace + "/" + req.Name); ok {
+		if res, handled, err := r.undoOverbooking(ctx, cvm, st, why); handled || err != nil {
+			return res, err
+		}
+	}
 	if done, err := r.place(ctx, cvm, st); err != nil || done {
 		return ctrl.Result{}, err
 	}

@@ -190,23 +190,27 @@ func (p *placer) ensureLedger(ctx context.Context) error {
 		return fmt.Errorf("listing crawlers to build the reservation ledger: %w", err)
 	}
 	p.ledger.Build(residents(cvms.Items))
-	return nil
+	// What the last leader wrote may overbook a node (a decision it wrote after it had
+	// lost its lease): undo it, youngest reservation first.
+	return p.checkOverbooking(ctx, cvms.Items)
 }
 
-// observe takes in the cache's copy of a crawler: its reservation, or none, and the one
-// it keeps on the node it leaves while it moves.
-func (p *placer) Observe(cvm *isov1.CrawlerVM) {
+// Observe takes in the cache's copy of a crawler: its reservation, or none, and the one
+// it keeps on the node it leaves while it moves. It reports whether it took in a
+// reservation this process did not decide (ledger.Observe).
+func (p *placer) Observe(cvm *isov1.CrawlerVM) (foreign bool) {
 	key := cvm.Namespace + "/" + cvm.Name
 	if res, ok := inventory.Resident(cvm); ok {
-		p.ledger.Observe(key, &res)
+		foreign = p.ledger.Observe(key, &res)
 	} else {
 		p.ledger.Observe(key, nil)
 	}
 	if res, ok := inventory.Leaving(cvm); ok {
-		p.ledger.Observe(res.Key, &res)
+		foreign = p.ledger.Observe(res.Key, &res) || foreign
 	} else {
 		p.ledger.Observe(inventory.LeavingKey(key), nil)
 	}
+	return foreign
 }
 
 func (inv *clusterInventory) hasNode(name string) bool {

@@ -114,6 +114,9 @@ type placer struct {
 	kept *plannedLedger
 	// nodes keeps gatherNodes' inventory while nothing it reads changes.
 	nodes nodesMemo
+	// overbooked are the reservations to re-decide on nodes that hold more than they
+	// have (checkOverbooking).
+	overbooked overbookings
 }
 
 // Decide decides where the crawler goes, in a batch with every crawler queued at the same

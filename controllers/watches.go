@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -73,6 +74,15 @@ func (r *CrawlerVMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// a pod that stops holding something wakes the crawlers its node can help. Workers
 	// start once the books hold the initial list.
 	b = b.WatchesRawSource(&booksSource{books: r.placer.books, cfg: mgr.GetConfig(), wakes: r.helpedByNode, r: r, log: mgr.GetLogger().WithName("node-books")})
+	// A crawler whose reservation overbooks its node, found when the ledger is built or
+	// takes in a reservation it did not decide, is re-decided (undoOverbooking).
+	redecide := make(chan event.GenericEvent)
+	r.placer.overbooked.wake = func(key client.ObjectKey) {
+		go func() {
+			redecide <- event.GenericEvent{Object: &isov1.CrawlerVM{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}
+		}()
+	}
+	b = b.WatchesRawSource(source.Channel(redecide, enqueueCrawlers{r: r, wakes: itself}))
 	// Multus' API appearing after the operator started wakes the crawlers that waited
 	// for it (optionalAPI).
 	apiServed := make(chan event.GenericEvent, 1)
@@ -239,6 +249,12 @@ func onNode(node string) crawlers {
 // onNodeNamed are the crawlers placed on the node of the object's name (a
 // NodeCalibration's).
 func onNodeNamed(_, obj client.Object) []crawlers { return []crawlers{onNode(obj.GetName())} }
+
+// itself is the crawler obj names.
+func itself(_, obj client.Object) []crawlers {
+	key := client.ObjectKeyFromObject(obj)
+	return []crawlers{{key: &key}}
+}
 
 // all is every crawler.
 func all(_, _ client.Object) []crawlers { return []crawlers{{}} }

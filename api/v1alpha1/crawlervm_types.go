@@ -558,7 +558,7 @@ type Remediation struct {
 }
 
 // MoveReason is why isochron moves a crawler to another node.
-// +kubebuilder:validation:Enum=Refuted;Evacuation;SpecChange;NodeLost;Requested;NodeRejected
+// +kubebuilder:validation:Enum=Refuted;Evacuation;SpecChange;NodeLost;Requested;NodeRejected;Overbooked
 type MoveReason string
 
 const (
@@ -583,6 +583,10 @@ const (
 	// it): KubeVirt's crash-loop backoff cannot cure that, so the crawler starts on
 	// another node.
 	MoveNodeRejected MoveReason = "NodeRejected"
+	// MoveOverbooked: the crawler's node held more than it has (reservations written by a
+	// manager replica that had lost its lease, or by hand), and this crawler's VM, the
+	// youngest reservation there, moves to a node the model chose.
+	MoveOverbooked MoveReason = "Overbooked"
 )
 
 // MoveMode is how a move is carried out.

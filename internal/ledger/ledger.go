@@ -300,12 +300,14 @@ func (l *Ledger) Assumed(key string) bool {
 // Observe takes in what the informer cache shows of the crawler key: its reservation, or
 // nil when it holds none. An assumed reservation is confirmed when the cache shows the
 // same node and size, and kept otherwise (the cache is behind); a confirmed one follows
-// the cache.
-func (l *Ledger) Observe(key string, res *placement.Resident) {
+// the cache. It reports whether it took in a reservation this process did not decide (a
+// new one, or another node or size): one written by another replica, or by hand, which no
+// decision of this process has counted.
+func (l *Ledger) Observe(key string, res *placement.Resident) (foreign bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.built {
-		return
+		return false
 	}
 	e, ok := l.entries[key]
 	switch {
@@ -319,8 +321,10 @@ func (l *Ledger) Observe(key string, res *placement.Resident) {
 	case res == nil:
 		l.unset(key)
 	default:
+		foreign = !ok || !sameReservation(e.res, *res)
 		l.set(&entry{res: *res})
 	}
+	return foreign
 }
 
 // Remove releases the reservation of a crawler that is gone.

@@ -174,3 +174,35 @@ func TestLedgerGeneration(t *testing.T) {
 		t.Error("AssumeAt reports exact after another change")
 	}
 }
+
+// Observe tells a reservation this process did not decide: the new leader checks its
+// node (placement.Overbooked).
+func TestObserveTellsForeignReservations(t *testing.T) {
+	a1, a2, b := res("ns/a", "n1", 2, 100), res("ns/a", "n2", 2, 100), res("ns/b", "n1", 1, 50)
+	aFaster := res("ns/a", "n1", 2, 200)
+	l := New()
+	if l.Observe("ns/a", &a1) {
+		t.Error("not built: nothing is taken in")
+	}
+	l.Build([]placement.Resident{a1})
+	for _, tc := range []struct {
+		name    string
+		key     string
+		res     *placement.Resident
+		foreign bool
+	}{
+		{"the cache confirms the list", "ns/a", &a1, false},
+		{"the same reservation with a newer spec", "ns/a", &aFaster, false},
+		{"another crawler's, not in the list", "ns/b", &b, true},
+		{"another node", "ns/a", &a2, true},
+		{"a release", "ns/a", nil, false},
+	} {
+		if got := l.Observe(tc.key, tc.res); got != tc.foreign {
+			t.Errorf("%s: foreign %v, want %v", tc.name, got, tc.foreign)
+		}
+	}
+	l.Assume([]placement.Resident{a1}, nil).Commit()
+	if l.Observe("ns/a", &a1) {
+		t.Error("this process's own decision, confirmed, reported foreign")
+	}
+}
