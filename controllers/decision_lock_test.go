@@ -2,11 +2,15 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
@@ -67,5 +71,43 @@ func placedWhileHeld(t *testing.T, c *isov1.CrawlerVM) {
 	}
 	waitForCrawler(t, c, "placed while a status write waits (the decision lock is free)", func(c *isov1.CrawlerVM) bool {
 		return hasCondition(c, isov1.ConditionPlaced, metav1.ConditionTrue, isov1.ReasonPlaced)
+	})
+}
+
+// A pod that finishes on a node (Succeeded) frees what it held there, as kube-scheduler
+// counts it: the node books see it leave (their watch selects only pods that hold
+// something), and the crawler waiting for that node is placed.
+func TestFinishedPodFreesItsNode(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	createNode(t, rtNode("finish-1", "it", "finish"), 8)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "batch"},
+		Spec: corev1.PodSpec{NodeName: "finish-1", AutomountServiceAccountToken: ptr.To(false), Containers: []corev1.Container{{
+			Name: "batch", Image: "registry.k8s.io/pause:3.10",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("1Gi")}},
+		}}},
+	}
+	eventually(t, "the pod created (its namespace's default ServiceAccount exists)", func() (bool, string) {
+		err := k8s.Create(ctx, pod)
+		return err == nil, fmt.Sprint(err)
+	})
+	pod.Status.Phase = corev1.PodRunning
+	if err := k8s.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	waiting := crawler(ns, "waiting", withSelector("it", "finish"))
+	if err := k8s.Create(ctx, waiting); err != nil {
+		t.Fatal(err)
+	}
+	waitForCrawler(t, waiting, "Placed=False while the pod holds finish-1's CPUs", func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionPlaced, metav1.ConditionFalse, isov1.ReasonUnschedulable)
+	})
+	pod.Status.Phase = corev1.PodSucceeded
+	if err := k8s.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	waitForCrawler(t, waiting, "placed on finish-1 once the pod finished", func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionPlaced, metav1.ConditionTrue, isov1.ReasonPlaced) && c.Status.Placement.Node == "finish-1"
 	})
 }

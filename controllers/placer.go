@@ -117,6 +117,9 @@ type placer struct {
 	// overbooked are the reservations to re-decide on nodes that hold more than they
 	// have (checkOverbooking).
 	overbooked overbookings
+	// released wakes the waiting crawlers a node can help, once a decision's release of
+	// something there is persisted.
+	released func(node string)
 }
 
 // Decide decides where the crawler goes, in a batch with every crawler queued at the same
@@ -250,13 +253,20 @@ func (p *placer) Settle(ctx context.Context, cvm *isov1.CrawlerVM, predict func(
 }
 
 // persist writes a change assumed into the ledger (outside the decision lock), then
-// commits it, or undoes it when the write failed.
+// commits it, or undoes it when the write failed. What a committed change released
+// (the node a move left, a crawler's previous node) wakes the waiting crawlers those
+// nodes can help: one decided while it still counted would wait for nothing else.
 func (p *placer) persist(change *ledger.Change, write func() error) error {
 	if err := write(); err != nil {
 		change.Undo()
 		return err
 	}
 	change.Commit()
+	if p.released != nil {
+		for _, node := range change.Released() {
+			p.released(node)
+		}
+	}
 	return nil
 }
 

@@ -83,6 +83,15 @@ func (r *CrawlerVMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}()
 	}
 	b = b.WatchesRawSource(source.Channel(redecide, enqueueCrawlers{r: r, wakes: itself}))
+	// What a decision of this replica released, once persisted, wakes the crawlers its
+	// node can help (placer.persist).
+	released := make(chan event.GenericEvent)
+	r.placer.released = func(node string) {
+		go func() { released <- event.GenericEvent{Object: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}} }()
+	}
+	b = b.WatchesRawSource(source.Channel(released, enqueueCrawlers{r: r, wakes: func(_, n client.Object) []crawlers {
+		return r.helpedByNode(context.Background(), n.GetName())
+	}}))
 	// Multus' API appearing after the operator started wakes the crawlers that waited
 	// for it (optionalAPI).
 	apiServed := make(chan event.GenericEvent, 1)

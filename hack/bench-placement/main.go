@@ -68,6 +68,7 @@ type options struct {
 	gomemlimit               string
 	timeout, steady          time.Duration
 	skipScheduler, writes    bool
+	pauseLeader, noFence     bool
 }
 
 func main() {
@@ -87,6 +88,8 @@ func main() {
 	flag.DurationVar(&o.steady, "steady", 0, "After convergence, watch the idle manager this long: its API writes and CPU.")
 	flag.BoolVar(&o.skipScheduler, "skip-scheduler", false, "Measure isochron only.")
 	flag.BoolVar(&o.writes, "writes", false, "Then measure what one decision's write costs the API server: a CrawlerVM status patch, two custom-resource controls and a pod binding.")
+	flag.BoolVar(&o.pauseLeader, "pause-leader", false, "Instead: two managers with leader election, the leader stopped (SIGSTOP) while it decides until the other has taken over and decided a while, then resumed; count the nodes left over allocatable (-nodes nodes of ten slots, 11 crawlers each).")
+	flag.BoolVar(&o.noFence, "no-fence", false, "With -pause-leader: without the leader fence (config/admission/leader_fence.yaml).")
 	flag.StringVar(&o.gomemlimit, "gomemlimit", "", "The manager's GOMEMLIMIT, as its Deployment sets it (config/manager: 440MiB); empty for none.")
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
@@ -113,6 +116,9 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
+	if o.pauseLeader {
+		return pausedLeader(ctx, env, o, kc)
+	}
 	fmt.Printf("registering %d nodes of %d CPUs, creating %d CrawlerVMs\n", o.nodes, o.cpus, o.crawlers)
 	var othersOn map[string]int64 // the other pods' CPU on each RT node, in millicores
 	nodes := make([]*corev1.Node, o.nodes)

@@ -7,6 +7,7 @@ package ledger
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"sync"
 
@@ -165,8 +166,14 @@ type Change struct {
 	l        *Ledger
 	before   map[string]was
 	holdover []string
+	// released are the nodes of the holdovers.
+	released []string
 	done     bool
 }
+
+// Released are the nodes where the change releases something (what it holds over until
+// Commit): a crawler that waited for one of them may fit once it is committed.
+func (c *Change) Released() []string { return c.released }
 
 // was is what a key held before a change: its entry, or none.
 type was struct {
@@ -260,6 +267,9 @@ func (l *Ledger) assume(rs []placement.Resident, drop []string) *Change {
 		h.Workload.Key = h.Key
 		l.set(&entry{res: h, assumed: true})
 		c.holdover = append(c.holdover, h.Key)
+		if !slices.Contains(c.released, h.Node) {
+			c.released = append(c.released, h.Node)
+		}
 	}
 	for _, r := range rs {
 		keep(r.Key)

@@ -160,6 +160,9 @@ func TestLedgerGeneration(t *testing.T) {
 	if _, again, exact := l.AssumeAt([]placement.Resident{a2}, next); !exact || again != next {
 		t.Errorf("assuming the same reservation again: %d %v, want %d true", again, exact, next)
 	}
+	if diff := cmp.Diff([]string{"n1"}, c.Released()); diff != "" {
+		t.Errorf("released nodes (-want +got):\n%s", diff)
+	}
 	fresh := res("ns/c", "n2", 1, 50)
 	if _, again, exact := l.AssumeAt([]placement.Resident{fresh}, next); !exact || again != next+1 {
 		t.Errorf("assuming a new crawler's first reservation: %d %v, want %d true", again, exact, next+1)

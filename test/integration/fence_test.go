@@ -238,11 +238,11 @@ func fiveCPUs(ns, name string, sel map[string]string) *isov1.CrawlerVM {
 func TestPausedLeaderWritesNoStaleDecision(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t, "paused-leader")
-	nodes := registerNodes(t, "pl", 1, 16) // 14 allocatable CPUs: two crawlers of 5
+	nodes := registerNodes(t, "pause", 1, 16) // 14 allocatable CPUs: two crawlers of 5
 	node := nodes[0]
 	setLabel(t, node.Name, "late", "yes")
 	watch := watchOverbooking(t, ns, nodes)
-	pool := map[string]string{"pool": "pl"}
+	pool := map[string]string{"pool": "pause"}
 
 	a := startMember(t, "paused-a", 4, nil)
 	defer a.stop()
@@ -251,7 +251,7 @@ func TestPausedLeaderWritesNoStaleDecision(t *testing.T) {
 	waitDecided(t, ns, 1, time.Minute)
 
 	// A decides X and pauses before its write lands.
-	x := fiveCPUs(ns, "x", map[string]string{"pool": "pl", "late": "yes"})
+	x := fiveCPUs(ns, "x", map[string]string{"pool": "pause", "late": "yes"})
 	aArrived, aRelease, aAnswered := a.gate.hold(t, client.ObjectKeyFromObject(x))
 	createAll(t, []*isov1.CrawlerVM{x})
 	waitArrived(t, aArrived, "A's write of its decision for x")
