@@ -87,7 +87,9 @@ func (r *CrawlerVMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// node can help (placer.persist).
 	released := make(chan event.GenericEvent)
 	r.placer.released = func(node string) {
-		go func() { released <- event.GenericEvent{Object: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}} }()
+		go func() {
+			released <- event.GenericEvent{Object: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}}
+		}()
 	}
 	b = b.WatchesRawSource(source.Channel(released, enqueueCrawlers{r: r, wakes: func(_, n client.Object) []crawlers {
 		return r.helpedByNode(context.Background(), n.GetName())
