@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,7 +42,7 @@ func (o *overbookings) mark(key, why string) {
 	o.why[key] = why
 	o.mu.Unlock()
 	if !had && o.wake != nil {
-		ns, name := splitKey(key)
+		ns, name, _ := strings.Cut(key, "/")
 		o.wake(client.ObjectKey{Namespace: ns, Name: name})
 	}
 }
@@ -57,15 +58,6 @@ func (o *overbookings) clear(key string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	delete(o.why, key)
-}
-
-func splitKey(key string) (string, string) {
-	for i := 0; i < len(key); i++ {
-		if key[i] == '/' {
-			return key[:i], key[i+1:]
-		}
-	}
-	return "", key
 }
 
 // youngestFirst are the keys of the crawlers that hold a reservation, the youngest
