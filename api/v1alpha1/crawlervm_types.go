@@ -441,6 +441,7 @@ type CrawlerVMStatus struct {
 	// (the isochron-leader-fence ValidatingAdmissionPolicy) admits a change to the
 	// reservation only when decidedBy is the Lease's holder as the write lands.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=320
 	DecidedBy string `json:"decidedBy,omitempty"`
 

@@ -197,7 +197,10 @@ func leaseHolder(ctx context.Context, env *testenv.Env, ns string, ok func(strin
 			return h, nil
 		}
 		if time.Now().After(deadline) {
-			return "", fmt.Errorf("the Lease: %v, held by %q", err, h)
+			if err != nil {
+				return "", fmt.Errorf("reading the Lease: %w", err)
+			}
+			return "", fmt.Errorf("the Lease is held by %q", h)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

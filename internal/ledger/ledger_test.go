@@ -151,12 +151,12 @@ func TestLedgerGeneration(t *testing.T) {
 	if l.Gen() != g {
 		t.Fatalf("a confirmation moved the generation from %d to %d", g, l.Gen())
 	}
-	c, next, exact := l.AssumeAt([]placement.Resident{a2}, g)
+	c, _, exact := l.AssumeAt([]placement.Resident{a2}, g)
 	if exact {
 		t.Fatalf("AssumeAt of a move reports exact: the planner does not hold the reservation it releases until persisted")
 	}
 	c.Commit()
-	next = l.Gen()
+	next := l.Gen()
 	if _, again, exact := l.AssumeAt([]placement.Resident{a2}, next); !exact || again != next {
 		t.Errorf("assuming the same reservation again: %d %v, want %d true", again, exact, next)
 	}
