@@ -116,6 +116,23 @@ bench-placement: envtest-bins $(ENVTEST_ASSETS)/kube-scheduler ## Placement thro
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) run ./hack/bench-placement -manager $(LOCALBIN)/manager \
 		-crawlers $(CRAWLERS) -nodes $(NODES) -qps $(QPS) -burst $$(( $(QPS) * 2 )) -steady $(STEADY) -writes
 
+# make bench-scale: the manager's memory and placement time on a cluster with other pods.
+SCALE_CRAWLERS ?= 10000
+SCALE_NODES ?= 1000
+OTHER_NODES ?= 500
+OTHER_PODS ?= 100000
+SCALE_STEADY ?= 30s
+GOMEMLIMIT_MANAGER ?= 440MiB
+
+.PHONY: bench-scale
+bench-scale: envtest-bins ## The manager binary on a real kube-apiserver: SCALE_CRAWLERS crawlers on SCALE_NODES RT nodes, without and then with OTHER_PODS other pods (and OTHER_NODES ordinary nodes): time to place all, CPU, peak and idle RSS (docs/placement.md).
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(LOCALBIN)/manager ./cmd/manager
+	for pods in 0 $(OTHER_PODS); do \
+		KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) run ./hack/bench-placement -manager $(LOCALBIN)/manager -skip-scheduler \
+			-crawlers $(SCALE_CRAWLERS) -nodes $(SCALE_NODES) -other-nodes $(OTHER_NODES) -other-pods $$pods \
+			-qps $(QPS) -burst $$(( $(QPS) * 2 )) -steady $(SCALE_STEADY) -gomemlimit $(GOMEMLIMIT_MANAGER) -timeout 60m || exit 1; \
+	done
+
 ##@ Build
 
 .PHONY: build

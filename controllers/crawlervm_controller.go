@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +21,7 @@ import (
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/ledger"
 	"isochron.io/isochron/internal/move"
+	"isochron.io/isochron/internal/nodebooks"
 	"isochron.io/isochron/internal/slo"
 	"isochron.io/isochron/probes/credential"
 )
@@ -65,6 +67,14 @@ type CrawlerVMReconciler struct {
 	master []byte
 	// guestSecrets are the guest Secrets this process applied.
 	guestSecrets appliedSecrets
+	// reconcileTimeout is one reconcile's deadline.
+	reconcileTimeout time.Duration
+	// identity is this replica's leader-election identity, written with each change of a
+	// reservation (status.decidedBy) for the API server's leader fence; empty without
+	// leader election.
+	identity string
+	// liveness tells whether the manager is wedged (Healthz).
+	liveness *liveness
 
 	metrics *metrics
 	// placer decides where crawlers go and holds their reservations.
@@ -120,10 +130,22 @@ func WithSharedNetworkNamespaces(namespaces []string) Option {
 func WithRTUplinks(uplinks []string) Option {
 	return func(r *CrawlerVMReconciler) { r.rtUplinks = uplinks }
 }
+
 // WithProbeMasterKey sets the probe master key (LoadProbeMasterKey), which every replica
 // must share. Without it the reconciler draws a key of its own, good for one process: a
 // test, or isochronctl.
 func WithProbeMasterKey(key []byte) Option { return func(r *CrawlerVMReconciler) { r.master = key } }
+
+// WithReconcileTimeout sets one reconcile's deadline (default DefaultReconcileTimeout).
+func WithReconcileTimeout(d time.Duration) Option {
+	return func(r *CrawlerVMReconciler) { r.reconcileTimeout = d }
+}
+
+// WithLeaderIdentity tells the reconciler the identity under which this replica holds
+// the leader election Lease (NewLeaderLock): it writes it with every change of a
+// reservation (status.decidedBy), which the API server's leader fence admits only while
+// the Lease names it.
+func WithLeaderIdentity(id string) Option { return func(r *CrawlerVMReconciler) { r.identity = id } }
 
 // WithRegistry registers the reconciler's metrics on reg instead of the manager's metrics
 // endpoint (controller-runtime's registry), as when a test runs several replicas in one
@@ -144,6 +166,8 @@ func NewCrawlerVMReconciler(mgr ctrl.Manager, opts ...Option) *CrawlerVMReconcil
 		apiPollInterval: DefaultAPIPollInterval,
 		registry:        ctrlmetrics.Registry,
 
+		reconcileTimeout: DefaultReconcileTimeout,
+
 		minMoveInterval: slo.DefaultMinMoveInterval,
 		refutedMemory:   move.DefaultRefutedMemory,
 		nodeLostGrace:   move.DefaultNodeLostGrace,
@@ -159,10 +183,16 @@ func NewCrawlerVMReconciler(mgr ctrl.Manager, opts ...Option) *CrawlerVMReconcil
 		r.master = key
 	}
 	r.probes.NameKey = credential.NameKey(r.master)
-	r.placer = &placer{cache: r.Client, api: r.APIReader, clock: r.clock, request: r.request, ledger: ledger.New(),
+	r.placer = &placer{cache: r.Client, api: r.APIReader, clock: r.clock, request: r.request, ledger: ledger.New(), books: nodebooks.New(),
 		batchSize: func(float64) {}, decisionTime: func(float64) {}}
+	r.liveness = &liveness{clock: r.clock, deadline: r.reconcileTimeout, lock: &r.placer.decide}
 	return r
 }
+
+// Healthz is the manager's liveness check (healthz.Checker): it fails while a reconcile
+// runs well past its deadline or the decision lock is held longer than a reconcile may
+// take, so that the kubelet restarts a wedged manager.
+func (r *CrawlerVMReconciler) Healthz(req *http.Request) error { return r.liveness.Healthz(req) }
 
 // +kubebuilder:rbac:groups=isochron.io,resources=crawlervms,verbs=get;list;watch
 // +kubebuilder:rbac:groups=isochron.io,resources=crawlervms/status,verbs=get;update;patch
@@ -179,6 +209,7 @@ func NewCrawlerVMReconciler(mgr ctrl.Manager, opts ...Option) *CrawlerVMReconcil
 
 // Reconcile brings one CrawlerVM's VMI and status in line with its spec.
 func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	defer r.liveness.begin()()
 	cvm := &isov1.CrawlerVM{}
 	if err := r.Get(ctx, req.NamespacedName, cvm); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -188,11 +219,19 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	r.placer.Observe(cvm)
+	if r.placer.Observe(cvm) {
+		// A reservation this replica did not decide: does its node hold more than it has?
+		r.placer.recheck(ctx)
+	}
 	if !cvm.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // owner references let the garbage collector remove the VMI
 	}
-	st := &statusWriter{Client: r.Client, recorder: r.Recorder, before: cvm.DeepCopy()}
+	// Only the leader reconciles: its first reconcile builds the ledger from the API
+	// server and checks what it inherits for overbooked nodes.
+	if err := r.placer.ensureLedger(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+	st := &statusWriter{Client: r.Client, recorder: r.Recorder, before: cvm.DeepCopy(), identity: r.identity}
 	st.readyAtStart = apimeta.FindStatusCondition(st.before.Status.Conditions, isov1.ConditionReady)
 	defer func() {
 		if err := st.persist(ctx, cvm); err != nil {
@@ -203,6 +242,11 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		}
 		r.metrics.observe(cvm)
 	}()
+	if why, ok := r.placer.overbooked.get(req.Namespace + "/" + req.Name); ok {
+		if res, handled, err := r.undoOverbooking(ctx, cvm, st, why); handled || err != nil {
+			return res, err
+		}
+	}
 	if done, err := r.place(ctx, cvm, st); err != nil || done {
 		return ctrl.Result{}, err
 	}
@@ -295,6 +339,8 @@ type statusWriter struct {
 	readyStuck *bool
 	// world is what the reconcile read of the crawler's world (readWorld), nil before.
 	world *world
+	// identity is the replica's leader-election identity (WithLeaderIdentity).
+	identity string
 	// wait is when the reconcile must look again at the latest (0: no such need).
 	wait time.Duration
 }
@@ -316,6 +362,11 @@ func (w *statusWriter) event(cvm *isov1.CrawlerVM, kind, reason, message string)
 
 func (w *statusWriter) persist(ctx context.Context, cvm *isov1.CrawlerVM) error {
 	setProgress(cvm, w.readyStuck)
+	if w.identity != "" && reservationOf(w.before) != reservationOf(cvm) {
+		// A change of the reservation: admitted by the API server's leader fence only
+		// while this replica holds the Lease.
+		cvm.Status.DecidedBy = w.identity
+	}
 	if !equality.Semantic.DeepEqual(w.before.Status, cvm.Status) {
 		if err := w.Status().Patch(ctx, cvm, client.MergeFromWithOptions(w.before, client.MergeFromWithOptimisticLock{})); err != nil {
 			w.pending = nil

@@ -32,8 +32,8 @@ import (
 //
 // The placer decides, under its lock, on its ledger and assumes the decision into it at
 // once; it is persisted after the lock is released, with an optimistic lock, and
-// forgotten from the ledger when that fails (a stale copy, a conflicting write), to be
-// decided again.
+// forgotten from the ledger when that fails (a stale copy, a conflicting write, a
+// manager that lost its lease: the leader fence), to be decided again.
 func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter) (bool, error) {
 	// A spec change waits for a move in progress to end: the move keeps the VM's size,
 	// and a second decision would pull the crawler away from a migration under way.
@@ -51,13 +51,13 @@ func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, s
 		}
 	}
 	before := reservationOf(cvm)
-	done, undo, err := r.placer.Decide(ctx, cvm, func(d placement.Decision) bool { return r.recordDecision(cvm, st, d) })
-	if err != nil || undo == nil {
+	done, change, err := r.placer.Decide(ctx, cvm, func(d placement.Decision) bool { return r.recordDecision(cvm, st, d) })
+	if err != nil || change == nil {
 		return true, err
 	}
-	// Persist the reservation; the ledger already counts it for the next decision.
-	if err := st.persist(ctx, cvm); err != nil {
-		undo()
+	// Persist the reservation, after the decision lock is released; the ledger already
+	// counts it for the next decision, and what it released until the write lands.
+	if err := r.placer.persist(change, func() error { return st.persist(ctx, cvm) }); err != nil {
 		return true, err
 	}
 	if reservationOf(cvm) != before {

@@ -299,10 +299,11 @@ func (r *CrawlerVMReconciler) probeTarget(ctx context.Context, cvm *isov1.Crawle
 // probe's record does not point the Service back at a finished probe.
 func (r *CrawlerVMReconciler) ensureProbeService(ctx context.Context, cvm *isov1.CrawlerVM, follow bool) (string, error) {
 	want := slo.Service(cvm)
-	have := &corev1.Service{}
-	err := r.Get(ctx, client.ObjectKeyFromObject(want), have)
+	// From the API server when the cache has none (getOwned): a Service of that name
+	// without isochron's label is not in the cache, and is not isochron's to apply over.
+	have, err := getOwned(ctx, r.Client, r.APIReader, client.ObjectKeyFromObject(want), &corev1.Service{})
 	switch {
-	case err == nil:
+	case err == nil && have != nil:
 		if !metav1.IsControlledBy(have, cvm) {
 			return "", nil // not ours: the condition below would not help; startProbe still works
 		}
@@ -315,7 +316,7 @@ func (r *CrawlerVMReconciler) ensureProbeService(ctx context.Context, cvm *isov1
 		if equality.Semantic.DeepEqual(have.Spec.Selector, want.Spec.Selector) && portsMatch(have.Spec.Ports, want.Spec.Ports) {
 			return have.Spec.ClusterIP, nil
 		}
-	case !apierrors.IsNotFound(err):
+	case err != nil:
 		return "", fmt.Errorf("reading probe Service %s: %w", want.Name, err)
 	}
 	u, err := render.Unstructured(want)

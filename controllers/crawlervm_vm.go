@@ -45,10 +45,16 @@ func (r *CrawlerVMReconciler) readWorld(ctx context.Context, cvm *isov1.CrawlerV
 	w := &world{}
 	key := client.ObjectKey{Namespace: cvm.Namespace, Name: render.Name(cvm)}
 	var err error
-	if w.VM, err = getOrNil(ctx, r.Client, key, &kubevirtv1.VirtualMachine{}); err != nil {
+	if w.VM, err = getOwned(ctx, r.Client, r.APIReader, key, &kubevirtv1.VirtualMachine{}); err != nil {
 		return nil, fmt.Errorf("reading VM %s: %w", key.Name, err)
 	}
-	if w.VMI, err = getOrNil(ctx, r.Client, key, &kubevirtv1.VirtualMachineInstance{}); err != nil {
+	// A VMI without a VM (a bare VMI of an earlier release, or another's) is read from the
+	// API server too when the cache has none: isochron is about to create the VM.
+	vmiReader := client.Reader(r.APIReader)
+	if w.VM != nil {
+		vmiReader = nil
+	}
+	if w.VMI, err = getOwned(ctx, r.Client, vmiReader, key, &kubevirtv1.VirtualMachineInstance{}); err != nil {
 		return nil, fmt.Errorf("reading VMI %s: %w", key.Name, err)
 	}
 	pods := &corev1.PodList{}
@@ -474,6 +480,24 @@ func nodeReady(node *corev1.Node) bool {
 		}
 	}
 	return false
+}
+
+// getOwned reads obj by key from the cache, which holds only the objects that carry the
+// crawler label (ManagerCacheOptions); when the cache has none, from live (unless nil),
+// the API server: an object of that name without the label is someone else's, or an
+// earlier release's, and isochron must see it before it writes one of that name. nil
+// when there is none.
+func getOwned[T client.Object](ctx context.Context, cache, live client.Reader, key client.ObjectKey, obj T) (T, error) {
+	got, err := getOrNil(ctx, cache, key, obj)
+	if err != nil || !isNil(got) || live == nil {
+		return got, err
+	}
+	return getOrNil(ctx, live, key, obj)
+}
+
+func isNil[T client.Object](o T) bool {
+	var none T
+	return client.Object(o) == client.Object(none)
 }
 
 // getOrNil reads obj by key from the cache, nil when there is none.

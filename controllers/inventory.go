@@ -35,7 +35,8 @@ type nodeCalibration struct {
 	samples int
 }
 
-// gather reads Nodes, ContentionProfiles, Pods and NodeCalibrations from the cache, and
+// gather reads Nodes, ContentionProfiles and NodeCalibrations from the cache, what the
+// pods bound to each node hold from the node books, and
 // the crawlers' reservations from the ledger once the leader has built it (from the cache
 // before: predictions only, no decision).
 func (p *placer) gather(ctx context.Context) (*clusterInventory, error) {
@@ -62,7 +63,7 @@ func (p *placer) gatherNodes(ctx context.Context) (*clusterInventory, error) {
 	if ok {
 		return kept, nil
 	}
-	// Nodes and pods are only read here: the cache's own objects, not copies.
+	// Nodes are only read here: the cache's own objects, not copies.
 	nodes := &corev1.NodeList{}
 	if err := p.cache.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
@@ -70,10 +71,6 @@ func (p *placer) gatherNodes(ctx context.Context) (*clusterInventory, error) {
 	profiles := &isov1.ContentionProfileList{}
 	if err := p.cache.List(ctx, profiles); err != nil {
 		return nil, fmt.Errorf("listing contention profiles: %w", err)
-	}
-	pods := &corev1.PodList{}
-	if err := p.cache.List(ctx, pods, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing pods: %w", err)
 	}
 	cals := &isov1.NodeCalibrationList{}
 	if err := p.cache.List(ctx, cals); err != nil {
@@ -86,11 +83,10 @@ func (p *placer) gatherNodes(ctx context.Context) (*clusterInventory, error) {
 	// The cache lists in no particular order; by name, so that the same nodes read the same
 	// (plannerFor keeps its planner while they do).
 	sort.Slice(nodes.Items, func(i, j int) bool { return nodes.Items[i].Name < nodes.Items[j].Name })
-	held := inventory.Held(pods.Items)
 	inv := &clusterInventory{nodes: make([]placement.Node, 0, len(nodes.Items)), calibration: make(map[string]nodeCalibration, len(nodes.Items))}
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
-		inv.addNode(n, profiles.Items, held[n.Name], calOf[n.Name])
+		inv.addNode(n, profiles.Items, p.books.HeldOn(n.Name), calOf[n.Name])
 	}
 	return p.nodes.keep(inv, at), nil
 }
@@ -131,9 +127,9 @@ func (inv *clusterInventory) addNode(n *corev1.Node, profiles []isov1.Contention
 	inv.calibration[n.Name] = nc
 }
 
-// gatherNode is gather for a prediction on one node: that node, the pods bound to it,
-// its calibration and the reservations on it, each read from an index. Its cost is what
-// the node holds, not the size of the cluster. A node that is gone gives an inventory
+// gatherNode is gather for a prediction on one node: that node, what the pods bound to it
+// hold (the node books), its calibration and the reservations on it, each read from an
+// index. Its cost is what the node holds, not the size of the cluster. A node that is gone gives an inventory
 // without it.
 func (p *placer) gatherNode(ctx context.Context, name string) (*clusterInventory, error) {
 	inv := &clusterInventory{calibration: map[string]nodeCalibration{}}
@@ -148,10 +144,6 @@ func (p *placer) gatherNode(ctx context.Context, name string) (*clusterInventory
 	if err := p.cache.List(ctx, profiles); err != nil {
 		return nil, fmt.Errorf("listing contention profiles: %w", err)
 	}
-	pods := &corev1.PodList{}
-	if err := p.cache.List(ctx, pods, client.MatchingFields{indexPodNode: name}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing the pods of node %s: %w", name, err)
-	}
 	cal := &isov1.NodeCalibration{}
 	if err := p.cache.Get(ctx, client.ObjectKey{Name: name}, cal); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -159,7 +151,7 @@ func (p *placer) gatherNode(ctx context.Context, name string) (*clusterInventory
 		}
 		cal = nil
 	}
-	inv.addNode(n, profiles.Items, inventory.Held(pods.Items)[name], cal)
+	inv.addNode(n, profiles.Items, p.books.HeldOn(name), cal)
 	if p.ledger.Built() {
 		inv.residents = p.ledger.ResidentsOn(name)
 		return inv, nil
@@ -172,16 +164,6 @@ func (p *placer) gatherNode(ctx context.Context, name string) (*clusterInventory
 	return inv, nil
 }
 
-// indexPodNode indexes pods by the node they are bound to.
-const indexPodNode = "spec.nodeName"
-
-func podNodeIndex(o client.Object) []string {
-	if p, ok := o.(*corev1.Pod); ok && p.Spec.NodeName != "" {
-		return []string{p.Spec.NodeName}
-	}
-	return nil
-}
-
 func residents(cvms []isov1.CrawlerVM) []placement.Resident {
 	out := make([]placement.Resident, 0, len(cvms))
 	for i := range cvms {
@@ -190,10 +172,17 @@ func residents(cvms []isov1.CrawlerVM) []placement.Resident {
 	return out
 }
 
-// buildLedger builds the reservation ledger the first time this process decides, that
+// ensureLedger builds the reservation ledger the first time this process decides, that
 // is once it leads: from one list read from the API server, not the cache, which may
-// not have seen the last leader's final decisions yet. Called with p.decide held.
-func (p *placer) buildLedger(ctx context.Context) error {
+// not have seen the last leader's final decisions yet. It is called before the decision
+// lock is taken (the list is a call to the API server, under the reconcile's deadline);
+// callers wait for one build.
+func (p *placer) ensureLedger(ctx context.Context) error {
+	if p.ledger.Built() {
+		return nil
+	}
+	p.build.Lock()
+	defer p.build.Unlock()
 	if p.ledger.Built() {
 		return nil
 	}
@@ -202,23 +191,27 @@ func (p *placer) buildLedger(ctx context.Context) error {
 		return fmt.Errorf("listing crawlers to build the reservation ledger: %w", err)
 	}
 	p.ledger.Build(residents(cvms.Items))
-	return nil
+	// What the last leader wrote may overbook a node (a decision it wrote after it had
+	// lost its lease): undo it, youngest reservation first.
+	return p.checkOverbooking(ctx, cvms.Items)
 }
 
-// observe takes in the cache's copy of a crawler: its reservation, or none, and the one
-// it keeps on the node it leaves while it moves.
-func (p *placer) Observe(cvm *isov1.CrawlerVM) {
+// Observe takes in the cache's copy of a crawler: its reservation, or none, and the one
+// it keeps on the node it leaves while it moves. It reports whether it took in a
+// reservation this process did not decide (ledger.Observe).
+func (p *placer) Observe(cvm *isov1.CrawlerVM) (foreign bool) {
 	key := cvm.Namespace + "/" + cvm.Name
 	if res, ok := inventory.Resident(cvm); ok {
-		p.ledger.Observe(key, &res)
+		foreign = p.ledger.Observe(key, &res)
 	} else {
 		p.ledger.Observe(key, nil)
 	}
 	if res, ok := inventory.Leaving(cvm); ok {
-		p.ledger.Observe(res.Key, &res)
+		foreign = p.ledger.Observe(res.Key, &res) || foreign
 	} else {
 		p.ledger.Observe(inventory.LeavingKey(key), nil)
 	}
+	return foreign
 }
 
 func (inv *clusterInventory) hasNode(name string) bool {

@@ -11,27 +11,28 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
-	"isochron.io/isochron/internal/inventory"
 )
 
 // nodesMemo keeps the last inventory gatherNodes built, with a fingerprint of what it was
 // built from: the resourceVersion of every Node, ContentionProfile and NodeCalibration in
-// the cache, and of every pod that holds a node's resources (inventory.Held's pods: bound,
-// not finished, not a crawler's virt-launcher). While the fingerprint is unchanged,
-// gatherNodes returns the kept inventory: a batch of decisions no longer copies, sorts and
-// converts every Node of the cluster, which was a third of the manager's CPU during a bulk
-// apply (docs/placement.md). The fingerprint reads the informers' stores directly, without
-// copying an object.
+// the cache, and the generation of the node books (what the pods bound to each node hold,
+// nodebooks.Books). While the fingerprint is unchanged, gatherNodes returns the kept
+// inventory: a batch of decisions no longer copies, sorts and converts every Node of the
+// cluster, which was a third of the manager's CPU during a bulk apply (docs/placement.md).
+// The fingerprint reads the informers' stores directly, without copying an object, and
+// costs the number of nodes, whatever the number of pods.
 //
 // It is taken before the objects are listed, so a kept inventory is never older than its
 // fingerprint: a change stored between the two only costs one more build.
 type nodesMemo struct {
-	// stores are the informers' stores of Nodes, Pods, ContentionProfiles and
-	// NodeCalibrations; nil keeps nothing.
+	// stores are the informers' stores of Nodes, ContentionProfiles and NodeCalibrations;
+	// nil keeps nothing.
 	stores []toolscache.Store
-	mu     sync.Mutex
-	inv    *clusterInventory
-	at     fingerprint
+	// books is the generation of what the pods bound to each node hold.
+	books func() uint64
+	mu    sync.Mutex
+	inv   *clusterInventory
+	at    fingerprint
 }
 
 // fingerprint sums a hash of each object's identity and resourceVersion, so that the
@@ -41,9 +42,11 @@ type fingerprint struct {
 	sum     uint64
 }
 
-// setup finds the informers' stores in c (the manager's cache).
-func (m *nodesMemo) setup(ctx context.Context, c cache.Cache) error {
-	for _, obj := range []client.Object{&corev1.Node{}, &corev1.Pod{}, &isov1.ContentionProfile{}, &isov1.NodeCalibration{}} {
+// setup finds the informers' stores in c (the manager's cache); books is the node books'
+// generation.
+func (m *nodesMemo) setup(ctx context.Context, c cache.Cache, books func() uint64) error {
+	m.books = books
+	for _, obj := range []client.Object{&corev1.Node{}, &isov1.ContentionProfile{}, &isov1.NodeCalibration{}} {
 		inf, err := c.GetInformer(ctx, obj)
 		if err != nil {
 			return fmt.Errorf("the cache's informer of %T: %w", obj, err)
@@ -63,15 +66,12 @@ func (m *nodesMemo) fingerprint() (fingerprint, bool) {
 	if m.stores == nil {
 		return fingerprint{}, false
 	}
-	var f fingerprint
+	f := fingerprint{sum: mix(m.books())}
 	for i, s := range m.stores {
 		kind := fnv1a(fnvOffset, storeNames[i])
 		for _, item := range s.List() {
 			o, ok := item.(client.Object)
 			if !ok {
-				continue
-			}
-			if p, ok := o.(*corev1.Pod); ok && (!inventory.Holds(p) || inventory.CrawlerLauncher(p)) {
 				continue
 			}
 			// A resourceVersion is the etcd revision of the object's last write, which no
@@ -85,7 +85,7 @@ func (m *nodesMemo) fingerprint() (fingerprint, bool) {
 
 // storeNames tell the stores apart in the fingerprint (a Node and its NodeCalibration
 // share a name).
-var storeNames = []string{"Node", "Pod", "ContentionProfile", "NodeCalibration"}
+var storeNames = []string{"Node", "ContentionProfile", "NodeCalibration"}
 
 // mix is SplitMix64's finaliser. The fingerprint sums one hash per object, so each must
 // look random: FNV-1a alone changes almost linearly with the last digits of a

@@ -2,10 +2,17 @@ package controllers
 
 import (
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	toolscache "k8s.io/client-go/tools/cache"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 )
@@ -23,10 +30,89 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
-// CacheOptions are the informer cache's options, the manager's and the tests': objects are
-// cached without their managedFields, which the reconciler never reads (it writes merge
-// patches of cached copies and server-side applies of objects it builds). With 10,000
-// crawlers, their VMIs, Services and Jobs, they are a large share of the cache.
+// CacheOptions are the informer cache's base options: objects are cached without their
+// managedFields, which isochron never reads (it writes merge patches of cached copies and
+// server-side applies of objects it builds). With 10,000 crawlers, their VMIs, Services
+// and Jobs, they are a large share of the cache. The manager's are ManagerCacheOptions.
 func CacheOptions() cache.Options {
 	return cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+}
+
+// ManagerCacheOptions are the manager's cache options (and its tests'): what isochron
+// owns is cached by its label, and of other objects only what it reads, so that the
+// manager's memory grows with its crawlers, not with the cluster:
+//
+//   - VirtualMachines, VMIs, Jobs, Services and PodDisruptionBudgets only when they carry
+//     isochron's crawler label (isov1.LabelCrawlerVM): isochron's own, and the VMIs
+//     KubeVirt starts from its VMs. An object of a crawler's name without the label is
+//     read from the API server before isochron writes one (getOwned).
+//   - Pods only when they are crawlers' virt-launcher pods (KubeVirt's launcher label and
+//     the crawler label their VMI passes on). What other pods hold of their nodes is kept
+//     by the node books (nodebooks.Books), about a hundred bytes a pod.
+//   - Nodes without what placement never reads (their images, volumes, addresses,
+//     annotations); migrations without their status beyond the phase (isochron takes over
+//     others' migrations of its VMIs, which carry no label of its own).
+func ManagerCacheOptions() cache.Options {
+	o := CacheOptions()
+	owned := cache.ByObject{Label: labels.NewSelector().Add(requirement(isov1.LabelCrawlerVM, selection.Exists))}
+	o.ByObject = map[client.Object]cache.ByObject{
+		&kubevirtv1.VirtualMachine{}:         owned,
+		&kubevirtv1.VirtualMachineInstance{}: owned,
+		&batchv1.Job{}:                       owned,
+		&corev1.Service{}:                    owned,
+		&policyv1.PodDisruptionBudget{}:      owned,
+		&corev1.Pod{}: {Label: labels.NewSelector().Add(requirement(isov1.LabelCrawlerVM, selection.Exists),
+			requirement(kubevirtv1.AppLabel, selection.Equals, "virt-launcher"))},
+		&corev1.Node{}: {Transform: chain(o.DefaultTransform, stripNode)},
+		&kubevirtv1.VirtualMachineInstanceMigration{}: {Transform: chain(o.DefaultTransform, stripMigration)},
+	}
+	return o
+}
+
+func requirement(key string, op selection.Operator, values ...string) labels.Requirement {
+	r, err := labels.NewRequirement(key, op, values)
+	if err != nil {
+		panic(err) // constant keys and values: only a programming error
+	}
+	return *r
+}
+
+// chain applies transforms in turn.
+func chain(fs ...toolscache.TransformFunc) toolscache.TransformFunc {
+	return func(obj interface{}) (interface{}, error) {
+		for _, f := range fs {
+			var err error
+			if obj, err = f(obj); err != nil {
+				return nil, err
+			}
+		}
+		return obj, nil
+	}
+}
+
+// stripNode keeps of a Node what isochron reads: its name, labels, taints, cordon,
+// capacity, allocatable and conditions. A node's image list alone is often larger than
+// the rest.
+func stripNode(obj interface{}) (interface{}, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	n.Annotations = nil
+	n.Spec = corev1.NodeSpec{Taints: n.Spec.Taints, Unschedulable: n.Spec.Unschedulable}
+	n.Status = corev1.NodeStatus{Capacity: n.Status.Capacity, Allocatable: n.Status.Allocatable, Conditions: n.Status.Conditions}
+	return n, nil
+}
+
+// stripMigration keeps of a migration its metadata, its spec and its phase: isochron
+// reads the migrations it carries out from the API server, and of others in the cache
+// only which VMI they migrate and whether they ended.
+func stripMigration(obj interface{}) (interface{}, error) {
+	m, ok := obj.(*kubevirtv1.VirtualMachineInstanceMigration)
+	if !ok {
+		return obj, nil
+	}
+	m.Annotations = nil
+	m.Status = kubevirtv1.VirtualMachineInstanceMigrationStatus{Phase: m.Status.Phase}
+	return m, nil
 }

@@ -52,10 +52,70 @@ var (
 var conflicts = &injectedConflicts{}
 
 // injectedConflicts makes the operator's status patches that match an armed rule lose a
-// conflict: the crawler is written by someone else just before.
+// conflict: the crawler is written by someone else just before; or wait (hold), as a
+// write to a slow API server does.
 type injectedConflicts struct {
 	mu    sync.Mutex
 	rules []*conflictRule
+	holds []*holdRule
+}
+
+// holdRule holds the operator's status patches of the crawler at key that carry with
+// until it is released.
+type holdRule struct {
+	key      client.ObjectKey
+	with     string
+	released chan struct{}
+	held     chan struct{} // closed by the first patch held
+	once     sync.Once
+}
+
+// hold makes the operator's status patches of the crawler at key that carry with wait
+// until release is called (or the test ends); held is closed once one waits.
+func (c *injectedConflicts) hold(t *testing.T, key client.ObjectKey, with string) (held <-chan struct{}, release func()) {
+	t.Helper()
+	r := &holdRule{key: key, with: with, released: make(chan struct{}), held: make(chan struct{})}
+	c.mu.Lock()
+	c.holds = append(c.holds, r)
+	c.mu.Unlock()
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			c.mu.Lock()
+			c.holds = slices.DeleteFunc(c.holds, func(o *holdRule) bool { return o == r })
+			c.mu.Unlock()
+			close(r.released)
+		})
+	}
+	t.Cleanup(release)
+	return r.held, release
+}
+
+// wait holds a patch that a hold rule matches until the rule is released or ctx ends.
+func (c *injectedConflicts) wait(ctx context.Context, sub string, obj client.Object, patch client.Patch) {
+	if _, ok := obj.(*isov1.CrawlerVM); !ok || sub != "status" {
+		return
+	}
+	c.mu.Lock()
+	var match *holdRule
+	for _, r := range c.holds {
+		if r.key != client.ObjectKeyFromObject(obj) {
+			continue
+		}
+		if data, err := patch.Data(obj); err == nil && strings.Contains(string(data), r.with) {
+			match = r
+			break
+		}
+	}
+	c.mu.Unlock()
+	if match == nil {
+		return
+	}
+	match.once.Do(func() { close(match.held) })
+	select {
+	case <-match.released:
+	case <-ctx.Done():
+	}
 }
 
 type conflictRule struct {
@@ -95,6 +155,7 @@ func (c *injectedConflicts) newClient(config *rest.Config, options client.Option
 	}
 	return interceptor.NewClient(direct, interceptor.Funcs{
 		SubResourcePatch: func(ctx context.Context, cl client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			c.wait(ctx, sub, obj, patch)
 			if n := c.take(sub, obj, patch); n > 0 {
 				// Someone else writes the crawler first: the operator's copy is stale,
 				// and this write and any other from that copy lose with a real 409.
@@ -172,7 +233,7 @@ func run(m *testing.M) int {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Cache: controllers.CacheOptions(), Metrics: metricsserver.Options{BindAddress: "0"},
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Cache: controllers.ManagerCacheOptions(), Metrics: metricsserver.Options{BindAddress: "0"},
 		NewClient: conflicts.newClient})
 	if err != nil {
 		panic(err)

@@ -3,12 +3,16 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"time"
 
+	"github.com/go-logr/logr"
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -25,6 +29,7 @@ import (
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/inventory"
+	"isochron.io/isochron/internal/nodebooks"
 	"isochron.io/isochron/internal/placement"
 	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/sizing"
@@ -40,10 +45,7 @@ func (r *CrawlerVMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &isov1.CrawlerVM{}, indexNode, nodeIndex); err != nil {
 		return err
 	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, indexPodNode, podNodeIndex); err != nil {
-		return err
-	}
-	if err := r.placer.nodes.setup(context.Background(), mgr.GetCache()); err != nil {
+	if err := r.placer.nodes.setup(context.Background(), mgr.GetCache(), r.placer.books.Gen); err != nil {
 		return err
 	}
 	r.metrics = newMetrics(r.clock.Now())
@@ -68,6 +70,30 @@ func (r *CrawlerVMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		b = b.Watches(t.object, enqueueCrawlers{r: r, wakes: t.wakes}, opts...)
 	}
+	// What the pods bound to each node hold (the node books, kept on the leader only), and
+	// a pod that stops holding something wakes the crawlers its node can help. Workers
+	// start once the books hold the initial list.
+	b = b.WatchesRawSource(&booksSource{books: r.placer.books, cfg: mgr.GetConfig(), wakes: r.helpedByNode, r: r, log: mgr.GetLogger().WithName("node-books")})
+	// A crawler whose reservation overbooks its node, found when the ledger is built or
+	// takes in a reservation it did not decide, is re-decided (undoOverbooking).
+	redecide := make(chan event.GenericEvent)
+	r.placer.overbooked.wake = func(key client.ObjectKey) {
+		go func() {
+			redecide <- event.GenericEvent{Object: &isov1.CrawlerVM{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}
+		}()
+	}
+	b = b.WatchesRawSource(source.Channel(redecide, enqueueCrawlers{r: r, wakes: itself}))
+	// What a decision of this replica released, once persisted, wakes the crawlers its
+	// node can help (placer.persist).
+	released := make(chan event.GenericEvent)
+	r.placer.released = func(node string) {
+		go func() {
+			released <- event.GenericEvent{Object: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}}
+		}()
+	}
+	b = b.WatchesRawSource(source.Channel(released, enqueueCrawlers{r: r, wakes: func(_, n client.Object) []crawlers {
+		return r.helpedByNode(context.Background(), n.GetName())
+	}}))
 	// Multus' API appearing after the operator started wakes the crawlers that waited
 	// for it (optionalAPI).
 	apiServed := make(chan event.GenericEvent, 1)
@@ -75,6 +101,8 @@ func (r *CrawlerVMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	ctl, err := b.WithOptions(controller.Options{
 		// Decisions are serialised by the placer; leader election keeps one replica.
 		MaxConcurrentReconciles: max(1, r.concurrency),
+		// Every reconcile has a deadline: nothing it waits on holds a worker for ever.
+		ReconciliationTimeout: r.reconcileTimeout,
 	}).
 		Named("crawlervm").
 		Build(r)
@@ -145,21 +173,19 @@ type crawlers struct {
 func (r *CrawlerVMReconciler) triggers() []trigger {
 	return []trigger{
 		// Capacity freed by a deleted crawler may let a waiting one fit (kube-scheduler's
-		// queueing hints: only events that can free capacity wake the unplaced).
-		{object: &isov1.CrawlerVM{}, on: releasedReservation, wakes: unplaced},
+		// queueing hints: only events that can free capacity wake the unplaced, and only
+		// those the node can help).
+		{object: &isov1.CrawlerVM{}, on: releasedReservation, wakes: r.helpedByRelease},
 		// A crawler arriving on or leaving a node changes its neighbours' predictions.
 		{object: &isov1.CrawlerVM{}, on: movedNode, wakes: neighboursOfMove},
 		// A move that ended (or failed) releases a node: a waiting crawler may fit there.
-		{object: &isov1.CrawlerVM{}, on: releasedNode, wakes: unplaced},
-		// A node added, removed, or whose capacity, labels, taints or cordon changed may
-		// fit a waiting crawler; heartbeats, most Node updates, are ignored.
-		{object: &corev1.Node{}, on: nodeCapacityChanged, wakes: unplaced},
+		{object: &isov1.CrawlerVM{}, on: releasedNode, wakes: r.helpedByRelease},
+		// A node added, or whose capacity, labels, taints or cordon changed may fit a
+		// waiting crawler that may run there; heartbeats, most Node updates, are ignored.
+		{object: &corev1.Node{}, on: nodeCapacityChanged, wakes: helpedByNodeChange},
 		// A node that stops or starts being ready, is fenced (its taints) or is deleted:
 		// its crawlers may be lost, or moved elsewhere (move.Node).
 		{object: &corev1.Node{}, on: nodeHealthChanged, wakes: onNodeNamed},
-		// A pod that held a node's resources and stops holding them (deleted, or finished)
-		// frees them; a finished probe pod deleted by its TTL frees nothing.
-		{object: &corev1.Pod{}, on: podReleased, wakes: unplaced},
 		// A changed profile, or class calibration, changes every prediction on the nodes
 		// it selects.
 		{object: &isov1.ContentionProfile{}, on: profileChanged, wakes: all},
@@ -173,8 +199,54 @@ func (r *CrawlerVMReconciler) triggers() []trigger {
 	}
 }
 
-// unplaced are the crawlers waiting for a node.
-func unplaced(_, _ client.Object) []crawlers { return []crawlers{onNode("")} }
+// helpedBy are the crawlers waiting for a node that node n can help: those placed
+// nowhere whose constraints admit it (placement.Admits: selector, tolerations, cordon,
+// readiness, KubeVirt's labels). What a node frees helps no other crawler: a pod that
+// finishes on a node no crawler may use wakes nobody, and one on an RT node wakes only
+// the crawlers that may run there. nil for no node.
+func helpedBy(n *corev1.Node) []crawlers {
+	if n == nil || n.Labels[kubevirtv1.NodeSchedulable] != "true" {
+		return nil // KubeVirt runs no VM there: no crawler can use it
+	}
+	pn := inventory.Node(n, nil, placement.Held{}, nil)
+	sel := onNode("")
+	sel.keep = func(c *isov1.CrawlerVM) bool {
+		return placement.Admits(&pn, inventory.Request(c, false, sizing.Resources{}))
+	}
+	return []crawlers{sel}
+}
+
+// helpedByNodeChange are the crawlers a node added or changed can help.
+func helpedByNodeChange(_, obj client.Object) []crawlers {
+	n, _ := obj.(*corev1.Node)
+	return helpedBy(n)
+}
+
+// helpedByRelease are the crawlers that the nodes a crawler released can help: the one it
+// held when it was deleted, or the one a move's end or a re-placement released.
+func (r *CrawlerVMReconciler) helpedByRelease(old, obj client.Object) []crawlers {
+	before, after := reservationOf(obj), reservation{}
+	if old != nil {
+		before, after = reservationOf(old), reservationOf(obj)
+	}
+	var out []crawlers
+	for _, name := range []string{before.node, before.leaving} {
+		if name == "" || name == after.node || name == after.leaving {
+			continue
+		}
+		out = append(out, r.helpedByNode(context.Background(), name)...)
+	}
+	return out
+}
+
+// helpedByNode is helpedBy for the node of that name, as the cache holds it.
+func (r *CrawlerVMReconciler) helpedByNode(ctx context.Context, name string) []crawlers {
+	n := &corev1.Node{}
+	if err := r.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+		return nil // gone (or unreadable): it helps nobody
+	}
+	return helpedBy(n)
+}
 
 // onNode are the crawlers placed on node ("": those placed nowhere), from the cache's
 // index: a trigger costs what it wakes, not the number of crawlers.
@@ -188,6 +260,12 @@ func onNode(node string) crawlers {
 // onNodeNamed are the crawlers placed on the node of the object's name (a
 // NodeCalibration's).
 func onNodeNamed(_, obj client.Object) []crawlers { return []crawlers{onNode(obj.GetName())} }
+
+// itself is the crawler obj names.
+func itself(_, obj client.Object) []crawlers {
+	key := client.ObjectKeyFromObject(obj)
+	return []crawlers{{key: &key}}
+}
 
 // all is every crawler.
 func all(_, _ client.Object) []crawlers { return []crawlers{{}} }
@@ -228,15 +306,6 @@ var releasedReservation = predicate.Funcs{
 	GenericFunc: func(event.GenericEvent) bool { return false },
 }
 
-// podReleased selects pods that stop holding what they requested of a node: deleted
-// while they held it, or finished.
-var podReleased = predicate.Funcs{
-	CreateFunc:  func(event.CreateEvent) bool { return false },
-	UpdateFunc:  func(e event.UpdateEvent) bool { return holds(e.ObjectOld) && !holds(e.ObjectNew) },
-	DeleteFunc:  func(e event.DeleteEvent) bool { return holds(e.Object) },
-	GenericFunc: func(event.GenericEvent) bool { return false },
-}
-
 // launcherScheduling selects updates of a crawler's virt-launcher pod that change what
 // kube-scheduler says of it (its PodScheduled condition).
 var launcherScheduling = predicate.Funcs{
@@ -273,13 +342,6 @@ func scheduled(p *corev1.Pod) corev1.PodCondition {
 // launcherCrawler is the crawler a virt-launcher pod runs (its label).
 func launcherCrawler(_, pod client.Object) []crawlers {
 	return []crawlers{{key: &client.ObjectKey{Namespace: pod.GetNamespace(), Name: pod.GetLabels()[isov1.LabelCrawlerVM]}}}
-}
-
-// holds says whether o is a pod that holds what it requests of a node: bound and not
-// finished (inventory.Held counts the same pods).
-func holds(o client.Object) bool {
-	p, ok := o.(*corev1.Pod)
-	return ok && inventory.Holds(p)
 }
 
 // releasedNode selects updates of a CrawlerVM after which it holds a node it held no
@@ -330,16 +392,22 @@ func (h enqueueCrawlers) Generic(ctx context.Context, e event.GenericEvent, q wo
 }
 
 func (h enqueueCrawlers) enqueue(ctx context.Context, old, obj client.Object, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
-	for _, sel := range h.wakes(old, obj) {
+	if err := h.r.enqueue(ctx, h.wakes(old, obj), q); err != nil {
+		log.FromContext(ctx).Error(err, "Listing CrawlerVMs to reconcile", "trigger", klog.KObj(obj))
+	}
+}
+
+// enqueue queues the crawlers sels select, as the cache lists them.
+func (r *CrawlerVMReconciler) enqueue(ctx context.Context, sels []crawlers, q workqueue.TypedRateLimitingInterface[ctrl.Request]) error {
+	for _, sel := range sels {
 		if sel.key != nil {
 			q.Add(ctrl.Request{NamespacedName: *sel.key})
 			continue
 		}
 		list := &isov1.CrawlerVMList{}
 		// Read-only: the cache's own objects, not copies.
-		if err := h.r.List(ctx, list, append(sel.opts, client.UnsafeDisableDeepCopy)...); err != nil {
-			log.FromContext(ctx).Error(err, "Listing CrawlerVMs to reconcile", "trigger", klog.KObj(obj))
-			return
+		if err := r.List(ctx, list, append(sel.opts, client.UnsafeDisableDeepCopy)...); err != nil {
+			return err
 		}
 		for i := range list.Items {
 			if c := &list.Items[i]; sel.keep == nil || sel.keep(c) {
@@ -347,7 +415,52 @@ func (h enqueueCrawlers) enqueue(ctx context.Context, old, obj client.Object, q 
 			}
 		}
 	}
+	return nil
 }
+
+// booksSource runs the node books (nodebooks.Books) for the controller, on the leader:
+// their reflector from the API server of cfg, and the wakes of the crawlers a node can
+// help when a pod there stops holding something (finished, deleted). The controller's
+// workers start once the books hold the initial list (WaitForSync): no decision counts a
+// node's pods short.
+type booksSource struct {
+	books *nodebooks.Books
+	cfg   *rest.Config
+	wakes func(ctx context.Context, node string) []crawlers
+	r     *CrawlerVMReconciler
+	log   logr.Logger
+}
+
+func (s *booksSource) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[ctrl.Request]) error {
+	began := time.Now()
+	go func() {
+		if err := s.books.Run(ctx, s.cfg); err != nil {
+			s.log.Error(err, "Keeping the node books")
+		}
+	}()
+	go func() {
+		if s.books.WaitForSync(ctx) == nil {
+			s.log.Info("Node books synced", "pods", s.books.Len(), "took", time.Since(began).Round(time.Millisecond).String())
+		}
+	}()
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.books.Released():
+			}
+			for _, node := range s.books.TakeReleased() {
+				if err := s.r.enqueue(ctx, s.wakes(ctx, node), q); err != nil {
+					s.log.Error(err, "Listing CrawlerVMs to reconcile", "released", klog.KRef("", node))
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+func (s *booksSource) WaitForSync(ctx context.Context) error { return s.books.WaitForSync(ctx) }
 
 const indexRTNetwork = "spec.rtNIC.networkKey"
 

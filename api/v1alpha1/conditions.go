@@ -44,6 +44,12 @@ const (
 	// ReasonUnschedulable: no node can host the crawler within every crawler's budget;
 	// the message gives each node's binding constraint.
 	ReasonUnschedulable = "Unschedulable"
+	// ReasonOverbooked: the crawler's node held more than it has (reservations written by
+	// a manager replica that had lost its lease, or by hand), and this crawler's
+	// reservation, the youngest there, was released; no other node fits it yet. Also the
+	// reason of the Warning Event that tells what became of it (released, re-placed or
+	// moved).
+	ReasonOverbooked = "Overbooked"
 )
 
 // Reasons of the AtRisk condition.

@@ -463,6 +463,16 @@ type CrawlerVMStatus struct {
 	// +optional
 	Placement *PlacementStatus `json:"placement,omitempty"`
 
+	// decidedBy is the leader-election identity of the manager replica that last changed
+	// the crawler's reservation (status.sizing, status.placement.node, status.move.from):
+	// the holder of the manager's Lease when it decided. The API server's leader fence
+	// (the isochron-leader-fence ValidatingAdmissionPolicy) admits a change to the
+	// reservation only when decidedBy is the Lease's holder as the write lands.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=320
+	DecidedBy string `json:"decidedBy,omitempty"`
+
 	// vmi is the KubeVirt VirtualMachineInstance that runs the crawler.
 	// +optional
 	VMI *VMIStatus `json:"vmi,omitempty"`
@@ -595,7 +605,7 @@ type Remediation struct {
 }
 
 // MoveReason is why isochron moves a crawler to another node.
-// +kubebuilder:validation:Enum=Refuted;Evacuation;SpecChange;NodeLost;Requested;NodeRejected
+// +kubebuilder:validation:Enum=Refuted;Evacuation;SpecChange;NodeLost;Requested;NodeRejected;Overbooked
 type MoveReason string
 
 const (
@@ -620,6 +630,10 @@ const (
 	// it): KubeVirt's crash-loop backoff cannot cure that, so the crawler starts on
 	// another node.
 	MoveNodeRejected MoveReason = "NodeRejected"
+	// MoveOverbooked: the crawler's node held more than it has (reservations written by a
+	// manager replica that had lost its lease, or by hand), and this crawler's VM, the
+	// youngest reservation there, moves to a node the model chose.
+	MoveOverbooked MoveReason = "Overbooked"
 )
 
 // MoveMode is how a move is carried out.

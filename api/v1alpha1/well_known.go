@@ -69,6 +69,12 @@ const AnnotationRTUplink = "isochron.io/rt-uplink"
 // where the guest cannot undo it.
 const AnnotationGuestDSCP = "isochron.io/guest-dscp"
 
+// LeaderLease is the name of the manager's leader election Lease (in the manager's
+// namespace). Its holder is the one replica that decides reservations; the API server's
+// leader fence (config/admission/leader_fence.yaml) admits a change of a crawler's
+// reservation only from the identity the Lease names (status.decidedBy).
+const LeaderLease = "isochron.isochron.io"
+
 // NICAgent is the name of isochron's NIC agent: its field owner (of status.rtNIC), its
 // Events' source and its DaemonSet's name.
 const NICAgent = "isochron-nic-agent"

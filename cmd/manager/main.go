@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
+	clientfeatures "k8s.io/client-go/features"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -30,7 +31,8 @@ func main() {
 	var leaderElect, secureMetrics, enableHTTP2 bool
 	var concurrency, qps, burst int
 	var probeImage, probeCPU, leaderElectionNamespace, sharedNetworks, rtUplinks, namespace, masterKeySecret string
-	var probeGrace, probeTTL, minMoveInterval, refutedMemory, nodeLostGrace time.Duration
+	var probeGrace, probeTTL, minMoveInterval, refutedMemory, nodeLostGrace, reconcileTimeout time.Duration
+	var leaseDuration, renewDeadline, retryPeriod time.Duration
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address of the metrics endpoint (\"0\" disables it).")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address of Go's pprof endpoints (empty: off), for profiling (make bench-placement).")
@@ -38,6 +40,10 @@ func main() {
 	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease; empty: the manager's own namespace (in a cluster).")
 	flag.StringVar(&namespace, "namespace", os.Getenv("POD_NAMESPACE"), "The manager's own namespace, where it keeps the probe master key (default: $POD_NAMESPACE, which config/manager sets).")
 	flag.StringVar(&masterKeySecret, "probe-master-key-secret", controllers.DefaultProbeMasterKeySecret, "Secret in --namespace holding the master key of the crawlers' probe credentials; the first manager creates it. Deleting it gives every crawler a new probe key, which a running guest learns only at its next start.")
+	flag.DurationVar(&leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long the other replica waits, after the leader last renewed the Lease, before it takes over.")
+	flag.DurationVar(&renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader tries to renew the Lease before it gives up leading (and exits).")
+	flag.DurationVar(&retryPeriod, "leader-elect-retry-period", 2*time.Second, "How often replicas try to acquire or renew the Lease.")
+	flag.DurationVar(&reconcileTimeout, "reconcile-timeout", controllers.DefaultReconcileTimeout, "Deadline of one reconcile of a crawler. The liveness probe fails when a reconcile runs past twice this, or the placement decision lock is held longer than this.")
 	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS, to callers authenticated and authorised by the API server.")
 	flag.BoolVar(&enableHTTP2, "enable-http2", false, "Serve metrics over HTTP/2 (off: HTTP/2 rapid-reset CVEs).")
 	flag.IntVar(&concurrency, "max-concurrent-reconciles", 16, "CrawlerVMs reconciled at once; those waiting for a node are decided together, in one batch on one reading of the cluster.")
@@ -81,18 +87,36 @@ func main() {
 		setupLog.Error(err, "Invalid flag --rt-uplinks")
 		os.Exit(1)
 	}
+
+	// Informers' initial lists stream in (watch-list: Kubernetes 1.32 and later serve it,
+	// and client-go falls back to a list where they do not): the pods of a large cluster
+	// are never held whole in memory (nodebooks).
+	clientfeatures.ReplaceFeatureGates(watchListGates{clientfeatures.FeatureGates()})
 	cfg := ctrl.GetConfigOrDie()
 	cfg.QPS, cfg.Burst = float32(qps), burst
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  controllers.Scheme(),
-		Cache:                   controllers.CacheOptions(),
-		Metrics:                 metricsOpts,
-		HealthProbeBindAddress:  probeAddr,
-		PprofBindAddress:        pprofAddr,
-		LeaderElection:          leaderElect,
-		LeaderElectionID:        "isochron.isochron.io",
-		LeaderElectionNamespace: leaderElectionNamespace,
-	})
+	mgrOpts := ctrl.Options{
+		Scheme:                 controllers.Scheme(),
+		Cache:                  controllers.ManagerCacheOptions(),
+		Metrics:                metricsOpts,
+		HealthProbeBindAddress: probeAddr,
+		PprofBindAddress:       pprofAddr,
+		LeaderElection:         leaderElect,
+		LeaseDuration:          &leaseDuration,
+		RenewDeadline:          &renewDeadline,
+		RetryPeriod:            &retryPeriod,
+	}
+	identity := ""
+	if leaderElect {
+		// The Lease under an identity this process knows, which it writes with each
+		// decision for the API server's leader fence (controllers.NewLeaderLock).
+		lock, err := controllers.NewLeaderLock(cfg, leaderElectionNamespace, renewDeadline)
+		if err != nil {
+			setupLog.Error(err, "Unable to set up leader election")
+			os.Exit(1)
+		}
+		mgrOpts.LeaderElectionResourceLockInterface, identity = lock, lock.Identity()
+	}
+	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		setupLog.Error(err, "Unable to create manager")
 		os.Exit(1)
@@ -111,13 +135,16 @@ func main() {
 		os.Exit(1)
 	}
 	r := controllers.NewCrawlerVMReconciler(mgr, controllers.WithConcurrency(concurrency), controllers.WithProbeMasterKey(master),
+		controllers.WithReconcileTimeout(reconcileTimeout), controllers.WithLeaderIdentity(identity),
 		controllers.WithProbes(slo.Options{Image: probeImage, Grace: probeGrace, TTL: probeTTL, CPU: cpu}),
 		controllers.WithMinMoveInterval(minMoveInterval), controllers.WithRefutedNodeMemory(refutedMemory), controllers.WithNodeLostGrace(nodeLostGrace), controllers.WithSharedNetworkNamespaces(shared), controllers.WithRTUplinks(uplinks))
 	if err := r.SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Unable to set up controller", "controller", "CrawlerVM")
 		os.Exit(1)
 	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+	// Live while no reconcile runs far past its deadline and the decision lock is not
+	// held for long: a wedged manager is restarted.
+	if err := mgr.AddHealthzCheck("placement", r.Healthz); err != nil {
 		setupLog.Error(err, "Unable to set up health check")
 		os.Exit(1)
 	}
@@ -130,6 +157,17 @@ func main() {
 		setupLog.Error(err, "Manager stopped with an error")
 		os.Exit(1)
 	}
+}
+
+// watchListGates are client-go's feature gates with WatchListClient on, unless the
+// environment sets it (KUBE_FEATURE_WatchListClient).
+type watchListGates struct{ clientfeatures.Gates }
+
+func (g watchListGates) Enabled(f clientfeatures.Feature) bool {
+	if _, set := os.LookupEnv("KUBE_FEATURE_" + string(clientfeatures.WatchListClient)); f == clientfeatures.WatchListClient && !set {
+		return true
+	}
+	return g.Gates.Enabled(f)
 }
 
 // parseProbeCPU reads --probe-cpu: a positive CPU quantity.

@@ -15,6 +15,12 @@
 //  4. with -writes, what the write each side makes per decision costs the API server and
 //     etcd, with controls (measureWrites).
 //
+// With -other-pods, the cluster also has ordinary nodes (-other-nodes) and that many other
+// pods, created before the manager starts (others.go): most on the ordinary nodes or
+// finished, a tenth on the RT nodes. The manager's memory is read from /proc (VmHWM, its
+// peak, and VmRSS once idle, with -steady): make bench-scale runs the same crawlers
+// without and with them.
+//
 // Both clocks start when the process is started, so both include connecting and
 // syncing caches.
 package main
@@ -48,24 +54,29 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/inventory"
 	"isochron.io/isochron/test/support/scale"
 	"isochron.io/isochron/test/support/testenv"
 )
 
 type options struct {
 	crawlers, nodes, workers int
+	otherPods, otherNodes    int
 	qps, burst               int
 	cpus                     int64
 	manager, root, pprof     string
 	gomemlimit               string
 	timeout, steady          time.Duration
 	skipScheduler, writes    bool
+	pauseLeader, noFence     bool
 }
 
 func main() {
 	var o options
 	flag.IntVar(&o.crawlers, "crawlers", 2000, "CrawlerVMs (and pods) to place.")
 	flag.IntVar(&o.nodes, "nodes", 200, "Fake RT nodes.")
+	flag.IntVar(&o.otherNodes, "other-nodes", 0, "Ordinary nodes besides the RT nodes (no KubeVirt: no crawler can use them).")
+	flag.IntVar(&o.otherPods, "other-pods", 0, "Other pods, created before the manager starts: a tenth running on the RT nodes, four tenths finished, the rest running on the ordinary nodes.")
 	flag.Int64Var(&o.cpus, "cpus", 64, "CPUs of each node (2 reserved for the host).")
 	flag.IntVar(&o.workers, "workers", 0, "The manager's --max-concurrent-reconciles; 0 for its default.")
 	flag.IntVar(&o.qps, "qps", 50, "Client QPS of both the manager (--kube-api-qps) and kube-scheduler (clientConnection.qps); 50 is both defaults.")
@@ -77,6 +88,8 @@ func main() {
 	flag.DurationVar(&o.steady, "steady", 0, "After convergence, watch the idle manager this long: its API writes and CPU.")
 	flag.BoolVar(&o.skipScheduler, "skip-scheduler", false, "Measure isochron only.")
 	flag.BoolVar(&o.writes, "writes", false, "Then measure what one decision's write costs the API server: a CrawlerVM status patch, two custom-resource controls and a pod binding.")
+	flag.BoolVar(&o.pauseLeader, "pause-leader", false, "Instead: two managers with leader election, the leader stopped (SIGSTOP) while it decides until the other has taken over and decided a while, then resumed; count the nodes left over allocatable (-nodes nodes of ten slots, 11 crawlers each).")
+	flag.BoolVar(&o.noFence, "no-fence", false, "With -pause-leader: without the leader fence (config/admission/leader_fence.yaml).")
 	flag.StringVar(&o.gomemlimit, "gomemlimit", "", "The manager's GOMEMLIMIT, as its Deployment sets it (config/manager: 440MiB); empty for none.")
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
@@ -103,12 +116,23 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
+	if o.pauseLeader {
+		return pausedLeader(ctx, env, o, kc)
+	}
 	fmt.Printf("registering %d nodes of %d CPUs, creating %d CrawlerVMs\n", o.nodes, o.cpus, o.crawlers)
+	var othersOn map[string]int64 // the other pods' CPU on each RT node, in millicores
 	nodes := make([]*corev1.Node, o.nodes)
 	for i := range nodes {
 		nodes[i] = testenv.RTNode(fmt.Sprintf("rt-%04d", i), o.cpus, "pool", "bench")
 	}
 	if err := parallel(16, len(nodes), func(i int) error { return testenv.RegisterNode(ctx, env.Client, nodes[i]) }); err != nil {
+		return err
+	}
+	plain := make([]*corev1.Node, o.otherNodes)
+	for i := range plain {
+		plain[i] = plainNode(fmt.Sprintf("gp-%04d", i), o.cpus)
+	}
+	if err := parallel(16, len(plain), func(i int) error { return testenv.RegisterNode(ctx, env.Client, plain[i]) }); err != nil {
 		return err
 	}
 	for _, ns := range []string{"bench", "bench-pods"} {
@@ -119,18 +143,42 @@ func run(ctx context.Context, o options) error {
 	if err := scale.CreateAll(ctx, env.Client, scale.Mix("bench", "bench", o.crawlers, 1), 16); err != nil {
 		return err
 	}
+	if o.otherPods > 0 {
+		fmt.Printf("creating %d other pods on %d RT and %d ordinary nodes\n", o.otherPods, len(nodes), len(plain))
+		made, err := createOthers(ctx, env, o.otherPods, nodes, plain)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("created %d other pods in %s: %d running on RT nodes, %d running on ordinary nodes, %d finished\n",
+			o.otherPods, made.took.Round(time.Second), made.onRT, made.onPlain, made.finished)
+		// What they hold of the RT nodes: placement must leave it to them.
+		othersOn = map[string]int64{}
+		for i := 0; i < made.onRT; i++ {
+			othersOn[nodes[i%len(nodes)].Name] += 100
+		}
+	}
 
 	iso, err := runIsochron(ctx, env, o, kc, nodes)
 	if err != nil {
 		return err
 	}
+	if othersOn != nil {
+		v, err := sharedWithOthers(ctx, env, nodes, othersOn)
+		if err != nil {
+			return err
+		}
+		iso.violations = append(iso.violations, v...)
+	}
 	iso.print("isochron", o.crawlers, "crawlers", "placed", "unplaced")
 	if o.steady > 0 {
-		fmt.Printf("converged (every VM created, no write for 5 s) %s after start; then idle for %s: %d API writes, %.3f CPU-seconds (%.2f%% of a CPU); peak RSS %d MiB\n",
-			(iso.converged - 5*time.Second).Round(time.Second), o.steady, iso.steadyWrites, iso.steadyCPU.Seconds(), 100*iso.steadyCPU.Seconds()/o.steady.Seconds(), iso.peakRSS>>20)
+		fmt.Printf("converged (every VM created, no write for 5 s) %s after start; then idle for %s: %d API writes, %.3f CPU-seconds (%.2f%% of a CPU); peak RSS %d MiB, idle RSS %d MiB\n",
+			(iso.converged - 5*time.Second).Round(time.Second), o.steady, iso.steadyWrites, iso.steadyCPU.Seconds(), 100*iso.steadyCPU.Seconds()/o.steady.Seconds(), iso.peakRSS>>20, iso.idleRSS>>20)
 	} else {
 		fmt.Printf("manager peak RSS %d MiB\n", iso.peakRSS>>20)
 	}
+	fmt.Printf("\n| crawlers / RT nodes | other nodes | other pods | decided | manager CPU to then | converged | peak RSS (VmHWM) | idle RSS (VmRSS) |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Printf("| %d / %d | %d | %d | %s (%.0f/s) | %.1f s | %s | %d MiB | %s |\n\n", o.crawlers, o.nodes, o.otherNodes, o.otherPods,
+		iso.took.Round(10*time.Millisecond), iso.rate(o.crawlers), iso.cpu.Seconds(), convergedOrNot(iso), iso.peakRSS>>20, idleOrNot(iso))
 	if o.skipScheduler {
 		return measureWritesIfAsked(ctx, env, o)
 	}
@@ -167,7 +215,23 @@ func measureWritesIfAsked(ctx context.Context, env *testenv.Env, o options) erro
 	return nil
 }
 
+// convergedOrNot and idleOrNot are the figures of -steady, or "not run".
+func convergedOrNot(r result) string {
+	if r.converged == 0 {
+		return "not run"
+	}
+	return (r.converged - 5*time.Second).Round(time.Second).String()
+}
+
+func idleOrNot(r result) string {
+	if r.idleRSS == 0 {
+		return "not run"
+	}
+	return fmt.Sprintf("%d MiB", r.idleRSS>>20)
+}
+
 type result struct {
+	idleRSS          int64
 	took             time.Duration
 	placed, unplaced int
 	violations       []string
@@ -282,8 +346,17 @@ func runIsochron(ctx context.Context, env *testenv.Env, o options, kc string, no
 			return res, err
 		}
 		res.steadyWrites, res.steadyCPU = w1-w0, c1-c0
+		m, err := memoryOf(cmd.Process.Pid)
+		if err != nil {
+			return res, err
+		}
+		res.idleRSS = m.rss
 	}
-	res.peakRSS, err = peakRSS(cmd.Process.Pid)
+	if line := logLine(log, "Node books synced"); line != "" {
+		fmt.Println("manager:", line)
+	}
+	m, err := memoryOf(cmd.Process.Pid)
+	res.peakRSS = m.hwm
 	return res, err
 }
 
@@ -554,19 +627,40 @@ func cpuTime(pid int) (time.Duration, error) {
 	return time.Duration(ut+st) * time.Second / hz, nil
 }
 
-// peakRSS is a process's high-water resident set (VmHWM).
-func peakRSS(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
+// sharedWithOthers checks every RT node with the other pods bound there: the crawlers'
+// CPUs and theirs fit its allocatable.
+func sharedWithOthers(ctx context.Context, env *testenv.Env, nodes []*corev1.Node, othersOn map[string]int64) ([]string, error) {
+	list := &isov1.CrawlerVMList{}
+	if err := env.Client.List(ctx, list, client.InNamespace("bench")); err != nil {
+		return nil, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
-			kb, err := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10, err
+	used := map[string]int64{}
+	for i := range list.Items {
+		for _, r := range inventory.Residents(&list.Items[i]) {
+			used[r.Node] += scale.HeldMilli(r)
 		}
 	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+	var out []string
+	for _, n := range nodes {
+		if alloc := n.Status.Allocatable.Cpu().MilliValue(); used[n.Name]+othersOn[n.Name] > alloc {
+			out = append(out, fmt.Sprintf("node %s oversubscribed: crawlers %dm and other pods %dm of %dm allocatable CPU", n.Name, used[n.Name], othersOn[n.Name], alloc))
+		}
+	}
+	return out, nil
+}
+
+// logLine is the first line of the log file at path that contains what, "" for none.
+func logLine(path, what string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, what) {
+			return line
+		}
+	}
+	return ""
 }
 
 func freeAddr() (string, error) {

@@ -251,29 +251,38 @@ func Request(c *isov1.CrawlerVM, vfio bool, support sizing.Resources) placement.
 }
 
 // Held sums, per node, what pods request there as kube-scheduler's NodeResourcesFit
-// counts it: every pod bound to the node and not terminated, its requests with init
-// containers, pod-level resources and overhead (component-helpers' PodRequests, the
-// scheduler's own function), and of CPU the part the static CPU Manager pins. Crawlers'
-// virt-launcher pods are left out: their CPUs and memory are counted through the
-// crawlers' reservations. Their probe pods are counted: they hold a CPU too.
+// counts it (PodHeld).
 func Held(pods []corev1.Pod) map[string]placement.Held {
 	held := map[string]placement.Held{}
 	for i := range pods {
 		p := &pods[i]
-		if !Holds(p) || CrawlerLauncher(p) {
-			continue
+		if h, ok := PodHeld(p); ok {
+			held[p.Spec.NodeName] = held[p.Spec.NodeName].Plus(h)
 		}
-		req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{UseStatusResources: true})
-		h := held[p.Spec.NodeName]
-		h.CPUMilli += req.Cpu().MilliValue()
-		h.ExclusiveMilli += exclusiveMilli(p)
-		h.MemoryBytes += req.Memory().Value()
-		if hp, ok := req[hugepages2Mi]; ok {
-			h.HugepagesBytes += hp.Value()
-		}
-		held[p.Spec.NodeName] = h
 	}
 	return held
+}
+
+// PodHeld is what pod p holds of its node as kube-scheduler's NodeResourcesFit counts it:
+// a pod bound to the node and not terminated holds its requests with init containers,
+// pod-level resources and overhead (component-helpers' PodRequests, the scheduler's own
+// function), and of CPU the part the static CPU Manager pins. False for a pod that holds
+// nothing, and for a crawler's virt-launcher pod: its CPUs and memory are counted through
+// the crawler's reservation. Crawlers' probe pods hold a CPU too, and are counted.
+func PodHeld(p *corev1.Pod) (placement.Held, bool) {
+	if !Holds(p) || CrawlerLauncher(p) {
+		return placement.Held{}, false
+	}
+	req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{UseStatusResources: true})
+	h := placement.Held{
+		CPUMilli:       req.Cpu().MilliValue(),
+		ExclusiveMilli: exclusiveMilli(p),
+		MemoryBytes:    req.Memory().Value(),
+	}
+	if hp, ok := req[hugepages2Mi]; ok {
+		h.HugepagesBytes = hp.Value()
+	}
+	return h, true
 }
 
 // Holds says whether pod p holds what it requests of its node: bound to one and not

@@ -5,7 +5,9 @@
 package ledger
 
 import (
+	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"sync"
 
@@ -17,9 +19,11 @@ import (
 // list of every crawler's reservation, and from then on:
 //
 //   - a decision is assumed the moment it is made (Assume), before it is persisted, so the
-//     next decision counts it without reading anything;
-//   - a decision that fails to persist is forgotten (the undo Assume returns), and the
-//     crawler is decided again;
+//     next decision counts it without reading anything; what it releases keeps counting
+//     until it is persisted (Change.Commit), so no decision uses capacity that a failed
+//     write would give back;
+//   - a decision that fails to persist is forgotten (Change.Undo), and the crawler is
+//     decided again;
 //   - what the informer cache later shows of a crawler is observed (Observe): an assumed
 //     reservation stays until the cache shows it (the cache lags the writes), then the
 //     cache is followed, which carries spec changes into the crawler's workload;
@@ -37,6 +41,8 @@ type Ledger struct {
 	// gen counts the changes to the reservations (not to whether they are assumed): a
 	// planner built at one generation holds the ledger's reservations while it lasts.
 	gen uint64
+	// seq numbers the holdovers of changes (HoldoverKey).
+	seq uint64
 }
 
 type entry struct {
@@ -44,7 +50,7 @@ type entry struct {
 	// assumed is set from a decision or the build until the cache shows the same
 	// reservation.
 	assumed bool
-	// gone marks a reservation this process released (AssumeAll's drop) until the cache
+	// gone marks a reservation this process released (Assume's drop) until the cache
 	// shows it released: it holds nothing, and a stale copy does not bring it back.
 	gone bool
 }
@@ -152,79 +158,144 @@ func (l *Ledger) Gen() uint64 {
 	return l.gen
 }
 
-// AssumeAt is Assume for a planner that holds the ledger at generation gen and has just
-// committed res: it returns the new generation, and whether res was the only change since
-// gen (the planner still holds the ledger exactly).
-func (l *Ledger) AssumeAt(res placement.Resident, gen uint64) (undo func(), next uint64, exact bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	exact = l.gen == gen
-	undo = l.assume(res)
-	// An unchanged reservation leaves the generation as it was.
-	return undo, l.gen, exact
+// Change is a decision assumed into the ledger and not yet known to be persisted. What it
+// releases (a crawler's previous reservation, where the decision takes it elsewhere or
+// makes it smaller, and the keys it drops) keeps counting until Commit: another decision
+// taken before the write lands never uses capacity that the write may yet fail to free.
+type Change struct {
+	l        *Ledger
+	before   map[string]was
+	holdover []string
+	// released are the nodes of the holdovers.
+	released []string
+	done     bool
 }
 
-// Assume records decision res for its crawler and returns the undo that restores what the
-// crawler held before, for when the decision fails to persist.
-func (l *Ledger) Assume(res placement.Resident) (undo func()) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.assume(res)
+// Released are the nodes where the change releases something (what it holds over until
+// Commit): a crawler that waited for one of them may fit once it is committed.
+func (c *Change) Released() []string { return c.released }
+
+// was is what a key held before a change: its entry, or none.
+type was struct {
+	e   *entry
+	had bool
 }
 
-// assume is Assume, called with l.mu held.
-func (l *Ledger) assume(res placement.Resident) (undo func()) {
-	prev, had := l.entries[res.Key]
-	l.set(&entry{res: res, assumed: true})
-	return func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if had {
-			l.set(prev)
+// Commit says that the change was persisted: what it released stops counting.
+func (c *Change) Commit() {
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	if c.done {
+		return
+	}
+	c.done = true
+	for _, k := range c.holdover {
+		c.l.unset(k)
+	}
+}
+
+// Undo says that the change failed to persist: the keys it touched hold again what they
+// held before it.
+func (c *Change) Undo() {
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	if c.done {
+		return
+	}
+	c.done = true
+	for _, k := range c.holdover {
+		c.l.unset(k)
+	}
+	for key, w := range c.before {
+		if w.had {
+			c.l.set(w.e)
 		} else {
-			l.unset(res.Key)
+			c.l.unset(key)
 		}
 	}
 }
 
-// AssumeAll records reservations rs, each for its key, and releases the keys of drop (a
-// crawler's decision that holds two nodes while it moves, or releases one when the move
-// ends); the undo restores what those keys held before.
-func (l *Ledger) AssumeAll(rs []placement.Resident, drop []string) (undo func()) {
+// Unchanged is the change of a decision that changed no reservation: committing or
+// undoing it does nothing.
+func (l *Ledger) Unchanged() *Change { return &Change{l: l, done: true} }
+
+// HoldoverKey is the key under which a change keeps counting a reservation it releases
+// until it is persisted (Change); seq tells the changes of one key apart.
+func HoldoverKey(key string, seq uint64) string {
+	return fmt.Sprintf("%s (releasing %d)", key, seq)
+}
+
+// AssumeAt is Assume for a planner that holds the ledger at generation gen and has just
+// committed rs: it returns the new generation, and whether rs was the only change since
+// gen (the planner still holds the ledger exactly: nothing else changed it, and the
+// change holds nothing over).
+func (l *Ledger) AssumeAt(rs []placement.Resident, gen uint64) (c *Change, next uint64, exact bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	type was struct {
-		e   *entry
-		had bool
-	}
-	before := map[string]was{}
+	exact = l.gen == gen
+	c = l.assume(rs, nil)
+	// An unchanged reservation leaves the generation as it was.
+	return c, l.gen, exact && len(c.holdover) == 0
+}
+
+// Assume records decision rs, each for its key, and releases the keys of drop (a
+// crawler's decision that holds two nodes while it moves, or releases one when the move
+// ends). It returns the change, to Commit once persisted or Undo when that failed.
+func (l *Ledger) Assume(rs []placement.Resident, drop []string) *Change {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.assume(rs, drop)
+}
+
+// assume is Assume, called with l.mu held.
+func (l *Ledger) assume(rs []placement.Resident, drop []string) *Change {
+	c := &Change{l: l, before: map[string]was{}}
 	keep := func(key string) {
-		if _, ok := before[key]; !ok {
-			e, had := l.entries[key]
-			before[key] = was{e, had}
+		if _, ok := c.before[key]; ok {
+			return
+		}
+		e, had := l.entries[key]
+		c.before[key] = was{e, had}
+		if !had || e.gone || covered(e.res, rs) {
+			return
+		}
+		// Released by this change: it counts under a key of its own until the change
+		// is persisted.
+		l.seq++
+		h := e.res
+		h.Key = HoldoverKey(key, l.seq)
+		h.Workload.Key = h.Key
+		l.set(&entry{res: h, assumed: true})
+		c.holdover = append(c.holdover, h.Key)
+		if !slices.Contains(c.released, h.Node) {
+			c.released = append(c.released, h.Node)
 		}
 	}
 	for _, r := range rs {
 		keep(r.Key)
-		l.set(&entry{res: r, assumed: true})
 	}
 	for _, key := range drop {
 		keep(key)
+	}
+	for _, r := range rs {
+		l.set(&entry{res: r, assumed: true})
+	}
+	for _, key := range drop {
 		if e, ok := l.entries[key]; ok && !e.gone {
 			l.set(&entry{res: placement.Resident{Key: key}, assumed: true, gone: true})
 		}
 	}
-	return func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		for key, w := range before {
-			if w.had {
-				l.set(w.e)
-			} else {
-				l.unset(key)
-			}
+	return c
+}
+
+// covered says whether one of rs holds the same resources on the same node as r.
+func covered(r placement.Resident, rs []placement.Resident) bool {
+	for _, o := range rs {
+		if sameReservation(r, o) {
+			return true
 		}
 	}
+	return false
 }
 
 // Assumed says whether the crawler key holds a reservation the cache has not shown yet:
@@ -239,12 +310,14 @@ func (l *Ledger) Assumed(key string) bool {
 // Observe takes in what the informer cache shows of the crawler key: its reservation, or
 // nil when it holds none. An assumed reservation is confirmed when the cache shows the
 // same node and size, and kept otherwise (the cache is behind); a confirmed one follows
-// the cache.
-func (l *Ledger) Observe(key string, res *placement.Resident) {
+// the cache. It reports whether it took in a reservation this process did not decide (a
+// new one, or another node or size): one written by another replica, or by hand, which no
+// decision of this process has counted.
+func (l *Ledger) Observe(key string, res *placement.Resident) (foreign bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.built {
-		return
+		return false
 	}
 	e, ok := l.entries[key]
 	switch {
@@ -258,8 +331,10 @@ func (l *Ledger) Observe(key string, res *placement.Resident) {
 	case res == nil:
 		l.unset(key)
 	default:
+		foreign = !ok || !sameReservation(e.res, *res)
 		l.set(&entry{res: *res})
 	}
+	return foreign
 }
 
 // Remove releases the reservation of a crawler that is gone.

@@ -24,14 +24,26 @@ func TestLedger(t *testing.T) {
 	type step func(l *Ledger)
 	build := func(rs ...placement.Resident) step { return func(l *Ledger) { l.Build(rs) } }
 	observe := func(key string, r *placement.Resident) step { return func(l *Ledger) { l.Observe(key, r) } }
-	assume := func(r placement.Resident) step { return func(l *Ledger) { l.Assume(r) } }
-	assumeAndFail := func(r placement.Resident) step { return func(l *Ledger) { l.Assume(r)() } }
+	assume := func(r placement.Resident) step {
+		return func(l *Ledger) { l.Assume([]placement.Resident{r}, nil).Commit() }
+	}
+	assumeAndFail := func(r placement.Resident) step {
+		return func(l *Ledger) { l.Assume([]placement.Resident{r}, nil).Undo() }
+	}
+	// A decision not yet persisted: what it releases still counts, under a key of its own.
+	assumePending := func(r placement.Resident) step { return func(l *Ledger) { l.Assume([]placement.Resident{r}, nil) } }
 	remove := func(key string) step { return func(l *Ledger) { l.Remove(key) } }
 	// A move: a at n2, and its reservation on n1, which it leaves, under a key of its own.
 	aLeaving := res("ns/a (leaving)", "n1", 2, 100)
-	moveA := func(l *Ledger) { l.AssumeAll([]placement.Resident{a2, aLeaving}, nil) }
-	endMove := func(l *Ledger) { l.AssumeAll([]placement.Resident{a2}, []string{aLeaving.Key}) }
-	failMoveWrite := func(l *Ledger) { l.AssumeAll([]placement.Resident{a2}, []string{aLeaving.Key})() }
+	moveA := func(l *Ledger) { l.Assume([]placement.Resident{a2, aLeaving}, nil).Commit() }
+	endMove := func(l *Ledger) { l.Assume([]placement.Resident{a2}, []string{aLeaving.Key}).Commit() }
+	endMovePending := func(l *Ledger) { l.Assume([]placement.Resident{a2}, []string{aLeaving.Key}) }
+	failMoveWrite := func(l *Ledger) { l.Assume([]placement.Resident{a2}, []string{aLeaving.Key}).Undo() }
+	held := func(r placement.Resident, seq int) placement.Resident {
+		r.Key = HoldoverKey(r.Key, uint64(seq))
+		r.Workload.Key = r.Key
+		return r
+	}
 	for _, tc := range []struct {
 		name        string
 		steps       []step
@@ -77,6 +89,20 @@ func TestLedger(t *testing.T) {
 		{
 			name:  "an end that fails to persist holds both nodes again",
 			steps: []step{build(a1), moveA, observe("ns/a", &a2), observe(aLeaving.Key, &aLeaving), failMoveWrite}, want: []placement.Resident{a2, aLeaving},
+		},
+		{
+			name:  "a move not yet persisted holds the node it leaves",
+			steps: []step{build(a1), observe("ns/a", &a1), assumePending(a2)}, want: []placement.Resident{a2, held(a1, 1)}, wantAssumed: []string{"ns/a"},
+		},
+		{
+			name:  "a move's end not yet persisted still holds the node left",
+			steps: []step{build(a1), moveA, observe("ns/a", &a2), observe(aLeaving.Key, &aLeaving), endMovePending}, want: []placement.Resident{a2, held(aLeaving, 1)},
+			wantAssumed: []string{"ns/a"},
+		},
+		{
+			name:  "a move that keeps the reservation on the node it leaves holds nothing over",
+			steps: []step{build(a1), observe("ns/a", &a1), func(l *Ledger) { l.Assume([]placement.Resident{a2, aLeaving}, nil) }},
+			want:  []placement.Resident{a2, aLeaving}, wantAssumed: []string{"ns/a"},
 		},
 		{name: "a deleted crawler releases its reservation", steps: []step{build(a1, b), remove("ns/a")}, want: []placement.Resident{b}, wantAssumed: []string{"ns/b"}},
 		{name: "rebuilt: the list replaces everything", steps: []step{build(a1), assume(b), build(a2)}, want: []placement.Resident{a2}, wantAssumed: []string{"ns/a"}},
@@ -125,19 +151,61 @@ func TestLedgerGeneration(t *testing.T) {
 	if l.Gen() != g {
 		t.Fatalf("a confirmation moved the generation from %d to %d", g, l.Gen())
 	}
-	_, next, exact := l.AssumeAt(a2, g)
-	if !exact || next != g+1 {
-		t.Fatalf("AssumeAt on the planner's generation: next %d exact %v, want %d true", next, exact, g+1)
+	c, _, exact := l.AssumeAt([]placement.Resident{a2}, g)
+	if exact {
+		t.Fatalf("AssumeAt of a move reports exact: the planner does not hold the reservation it releases until persisted")
 	}
-	if _, again, exact := l.AssumeAt(a2, next); !exact || again != next {
+	c.Commit()
+	next := l.Gen()
+	if _, again, exact := l.AssumeAt([]placement.Resident{a2}, next); !exact || again != next {
 		t.Errorf("assuming the same reservation again: %d %v, want %d true", again, exact, next)
 	}
+	if diff := cmp.Diff([]string{"n1"}, c.Released()); diff != "" {
+		t.Errorf("released nodes (-want +got):\n%s", diff)
+	}
+	fresh := res("ns/c", "n2", 1, 50)
+	if _, again, exact := l.AssumeAt([]placement.Resident{fresh}, next); !exact || again != next+1 {
+		t.Errorf("assuming a new crawler's first reservation: %d %v, want %d true", again, exact, next+1)
+	}
+	next = l.Gen()
 	l.Remove("ns/b") // nothing to remove
 	if l.Gen() != next {
 		t.Errorf("removing nothing moved the generation")
 	}
 	l.Observe("ns/b", &b) // another crawler's reservation arrives from the cache
-	if _, _, exact := l.AssumeAt(a1, next); exact {
+	if _, _, exact := l.AssumeAt([]placement.Resident{a1}, next); exact {
 		t.Error("AssumeAt reports exact after another change")
+	}
+}
+
+// Observe tells a reservation this process did not decide: the new leader checks its
+// node (placement.Overbooked).
+func TestObserveTellsForeignReservations(t *testing.T) {
+	a1, a2, b := res("ns/a", "n1", 2, 100), res("ns/a", "n2", 2, 100), res("ns/b", "n1", 1, 50)
+	aFaster := res("ns/a", "n1", 2, 200)
+	l := New()
+	if l.Observe("ns/a", &a1) {
+		t.Error("not built: nothing is taken in")
+	}
+	l.Build([]placement.Resident{a1})
+	for _, tc := range []struct {
+		name    string
+		key     string
+		res     *placement.Resident
+		foreign bool
+	}{
+		{"the cache confirms the list", "ns/a", &a1, false},
+		{"the same reservation with a newer spec", "ns/a", &aFaster, false},
+		{"another crawler's, not in the list", "ns/b", &b, true},
+		{"another node", "ns/a", &a2, true},
+		{"a release", "ns/a", nil, false},
+	} {
+		if got := l.Observe(tc.key, tc.res); got != tc.foreign {
+			t.Errorf("%s: foreign %v, want %v", tc.name, got, tc.foreign)
+		}
+	}
+	l.Assume([]placement.Resident{a1}, nil).Commit()
+	if l.Observe("ns/a", &a1) {
+		t.Error("this process's own decision, confirmed, reported foreign")
 	}
 }

@@ -92,6 +92,22 @@ func constraint(d *decision, n *Node) misfit {
 	return fitsNode
 }
 
+// Admits says whether the crawler of req may run on node n, whatever the node holds: its
+// selector, tolerations, cordon, readiness and KubeVirt's labels allow it. Only such a
+// node can help a crawler that waits: what is freed elsewhere wakes nobody.
+func Admits(n *Node, req Request) bool {
+	d := &decision{req: req, dedicated: req.Demand.Dedicated}
+	if len(req.NodeSelector) > 0 {
+		d.sel = labels.SelectorFromSet(req.NodeSelector)
+	}
+	for _, a := range req.Avoid {
+		if a.Node == n.Name {
+			return false
+		}
+	}
+	return constraint(d, n) == fitsNode
+}
+
 // reason says misfit m of node n for the crawler of d in words.
 func (m misfit) reason(d *decision, n *Node) string {
 	switch m {

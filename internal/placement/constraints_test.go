@@ -55,6 +55,10 @@ func TestConstraint(t *testing.T) {
 			if p.allowed(d, 0) != (tc.want == fitsNode) {
 				t.Errorf("allowed = %v, want %v", p.allowed(d, 0), tc.want == fitsNode)
 			}
+			// Admits, which picks the waiting crawlers a node can help, is the same rule.
+			if got := Admits(&tc.node, req); got != (tc.want == fitsNode) {
+				t.Errorf("Admits = %v, want %v", got, tc.want == fitsNode)
+			}
 		})
 	}
 }

@@ -68,6 +68,18 @@ type Held struct {
 	MemoryBytes, HugepagesBytes int64
 }
 
+// Plus is what h and o hold together.
+func (h Held) Plus(o Held) Held {
+	return Held{CPUMilli: h.CPUMilli + o.CPUMilli, ExclusiveMilli: h.ExclusiveMilli + o.ExclusiveMilli,
+		MemoryBytes: h.MemoryBytes + o.MemoryBytes, HugepagesBytes: h.HugepagesBytes + o.HugepagesBytes}
+}
+
+// Minus is what h holds without o.
+func (h Held) Minus(o Held) Held {
+	return Held{CPUMilli: h.CPUMilli - o.CPUMilli, ExclusiveMilli: h.ExclusiveMilli - o.ExclusiveMilli,
+		MemoryBytes: h.MemoryBytes - o.MemoryBytes, HugepagesBytes: h.HugepagesBytes - o.HugepagesBytes}
+}
+
 // Resident is a crawler already placed on a node.
 type Resident struct {
 	// Key is namespace/name.

@@ -24,8 +24,10 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -369,6 +371,34 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 				err := asManager.Create(ctx, s.DeepCopy(), client.DryRunAll)
 				return err != nil && strings.Contains(err.Error(), "the isochron manager writes only"), fmt.Sprint(err)
 			})
+		}
+	})
+
+	t.Run("only the Lease's holder changes a reservation (the leader fence)", func(t *testing.T) {
+		c := &isov1.CrawlerVM{}
+		if err := env.Client.Get(ctx, crawlers[0], c); err != nil {
+			t.Fatal(err)
+		}
+		lease := &coordinationv1.Lease{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: systemNS, Name: isov1.LeaderLease}, lease); err != nil {
+			t.Fatal(err)
+		}
+		if lease.Spec.HolderIdentity == nil || c.Status.DecidedBy != *lease.Spec.HolderIdentity {
+			t.Errorf("status.decidedBy %q, want the Lease's holder %v: the manager writes its identity with its decisions", c.Status.DecidedBy, lease.Spec.HolderIdentity)
+		}
+		// A replica that lost the Lease writes a decision: refused.
+		stale := c.DeepCopy()
+		stale.Status.DecidedBy = "paused-replica_0"
+		stale.Status.Placement.Node = "elsewhere"
+		err := env.Client.Status().Update(ctx, stale, client.DryRunAll)
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "does not hold the manager's leader election Lease") {
+			t.Errorf("a reservation written by a replica that does not hold the Lease: %v, want it refused by the leader fence", err)
+		}
+		// Other status writes pass.
+		other := c.DeepCopy()
+		other.Status.DecidedBy = "paused-replica_0"
+		if err := env.Client.Status().Update(ctx, other, client.DryRunAll); err != nil {
+			t.Errorf("a status write that changes no reservation: %v, want it admitted", err)
 		}
 	})
 

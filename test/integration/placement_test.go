@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,6 +44,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// The leader fence of config/default, on the Lease the replicas hold: every test here
+	// runs its replicas behind it.
+	if _, err := env.InstallLeaderFence(context.Background(), "default"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		env.Stop()
+		os.Exit(1)
+	}
 	code := m.Run()
 	env.Stop()
 	os.Exit(code)
@@ -52,19 +60,47 @@ func TestMain(m *testing.M) {
 // returns the function that kills it (without releasing the lease, as a crash would).
 func replica(t *testing.T, name string, concurrency int) (stop func()) {
 	t.Helper()
+	return startMember(t, name, concurrency, nil).stop
+}
+
+// member is one operator replica: its leader-election identity, its lock (which a test
+// may pause: fence_test.go), the gate its status writes pass, and the function that
+// kills it.
+type member struct {
+	id   string
+	lock *pausableLock
+	gate *gate
+	stop func()
+}
+
+// startMember runs one operator replica with leader election, as the Deployment does:
+// the manager's Lease in namespace default, held under an identity of its own that the
+// replica writes with its decisions, for the leader fence TestMain installs. Its status
+// writes pass g (nil: a gate of its own), which a test may arm before it starts.
+func startMember(t *testing.T, name string, concurrency int, g *gate) *member {
+	t.Helper()
 	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS, cfg.Burst = 200, 400 // as the manager's defaults (cmd/manager)
+	renew := 1500 * time.Millisecond
+	lock, err := controllers.NewLeaderLock(cfg, "default", renew)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g == nil {
+		g = &gate{}
+	}
+	m := &member{id: lock.Identity(), lock: &pausableLock{Interface: lock}, gate: g}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  env.Scheme,
-		Cache:                   controllers.CacheOptions(),
-		Metrics:                 metricsserver.Options{BindAddress: "0"},
-		LeaderElection:          true,
-		LeaderElectionID:        "isochron.isochron.io",
-		LeaderElectionNamespace: "default",
-		LeaseDuration:           ptr.To(2 * time.Second),
-		RenewDeadline:           ptr.To(1500 * time.Millisecond),
-		RetryPeriod:             ptr.To(200 * time.Millisecond),
-		Controller:              ctrlConfig(name),
+		Scheme:                              env.Scheme,
+		Cache:                               controllers.ManagerCacheOptions(),
+		Metrics:                             metricsserver.Options{BindAddress: "0"},
+		LeaderElection:                      true,
+		LeaderElectionResourceLockInterface: m.lock,
+		LeaseDuration:                       ptr.To(2 * time.Second),
+		RenewDeadline:                       ptr.To(renew),
+		RetryPeriod:                         ptr.To(200 * time.Millisecond),
+		Controller:                          ctrlConfig(name),
+		NewClient:                           m.gate.newClient,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +113,7 @@ func replica(t *testing.T, name string, concurrency int) (stop func()) {
 	}
 	// Each replica its own metrics, as each process has.
 	r := controllers.NewCrawlerVMReconciler(mgr, controllers.WithConcurrency(concurrency), controllers.WithRegistry(prometheus.NewRegistry()),
-		controllers.WithProbeMasterKey(master))
+		controllers.WithProbeMasterKey(master), controllers.WithLeaderIdentity(m.id))
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +123,9 @@ func replica(t *testing.T, name string, concurrency int) (stop func()) {
 		defer close(done)
 		_ = mgr.Start(ctx)
 	}()
-	return func() { cancel(); <-done }
+	var once sync.Once
+	m.stop = func() { once.Do(func() { cancel(); <-done }) }
+	return m
 }
 
 func createAll(t *testing.T, objs []*isov1.CrawlerVM) {

@@ -52,7 +52,7 @@ func TestMain(m *testing.M) {
 func TestRunsWithoutMultusUntilItIsInstalled(t *testing.T) {
 	ctx := context.Background()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme: env.Scheme, Cache: controllers.CacheOptions(), Metrics: metricsserver.Options{BindAddress: "0"},
+		Scheme: env.Scheme, Cache: controllers.ManagerCacheOptions(), Metrics: metricsserver.Options{BindAddress: "0"},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -12,8 +12,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +24,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 
 	"isochron.io/isochron/controllers"
 	"isochron.io/isochron/test/support/virtsim"
@@ -265,4 +268,40 @@ func RegisterNode(ctx context.Context, c client.Client, n *corev1.Node) error {
 		return fmt.Errorf("setting node %s status: %w", n.Name, err)
 	}
 	return nil
+}
+
+// InstallLeaderFence installs config/admission's leader fence (a ValidatingAdmissionPolicy
+// and its binding) as config/default names them, its Lease parameter in leaseNamespace
+// (where the test's replicas hold the manager's Lease), and returns the function that
+// removes it.
+func (e *Env) InstallLeaderFence(ctx context.Context, leaseNamespace string) (remove func(), err error) {
+	b, err := os.ReadFile(filepath.Join(e.root, "config", "admission", "leader_fence.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	docs := strings.Split(string(b), "\n---\n")
+	if len(docs) != 2 {
+		return nil, fmt.Errorf("leader_fence.yaml: %d documents, want the policy and its binding", len(docs))
+	}
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+	if err := yaml.UnmarshalStrict([]byte(docs[0]), policy); err != nil {
+		return nil, fmt.Errorf("leader_fence.yaml: %w", err)
+	}
+	if err := yaml.UnmarshalStrict([]byte(docs[1]), binding); err != nil {
+		return nil, fmt.Errorf("leader_fence.yaml: %w", err)
+	}
+	// config/default's namePrefix, which the binding's reference already carries.
+	policy.Name, binding.Name = binding.Spec.PolicyName, binding.Spec.PolicyName
+	binding.Spec.ParamRef.Namespace = leaseNamespace
+	if err := e.Client.Create(ctx, policy); err != nil {
+		return nil, fmt.Errorf("installing the leader fence: %w", err)
+	}
+	if err := e.Client.Create(ctx, binding); err != nil {
+		return nil, fmt.Errorf("installing the leader fence's binding: %w", err)
+	}
+	return func() {
+		_ = e.Client.Delete(context.Background(), binding)
+		_ = e.Client.Delete(context.Background(), policy)
+	}, nil
 }
