@@ -20,8 +20,8 @@ import (
 )
 
 // +kubebuilder:rbac:groups=isochron.io,resources=nodecalibrations,verbs=get;list;watch;create
-// +kubebuilder:rbac:groups=isochron.io,resources=nodecalibrations/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=isochron.io,resources=contentionprofiles/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=isochron.io,resources=nodecalibrations/status,verbs=update
+// +kubebuilder:rbac:groups=isochron.io,resources=contentionprofiles/status,verbs=update
 
 // calibrate records res, a probe result of the crawler, as a sample of its node's
 // calibration (the NodeCalibration of the node) and of its class's (the status of the

@@ -195,7 +195,7 @@ func NewCrawlerVMReconciler(mgr ctrl.Manager, opts ...Option) *CrawlerVMReconcil
 func (r *CrawlerVMReconciler) Healthz(req *http.Request) error { return r.liveness.Healthz(req) }
 
 // +kubebuilder:rbac:groups=isochron.io,resources=crawlervms,verbs=get;list;watch
-// +kubebuilder:rbac:groups=isochron.io,resources=crawlervms/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=isochron.io,resources=crawlervms/status,verbs=patch
 // +kubebuilder:rbac:groups=k8s.cni.cncf.io,resources=network-attachment-definitions,verbs=get;list;watch
 // +kubebuilder:rbac:groups=kubevirt.io,resources=kubevirts,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch

@@ -29,9 +29,9 @@ import (
 	"isochron.io/isochron/probes/credential"
 )
 
-// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachines,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=get;list;watch;update;patch;delete
-// +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;create
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachines,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=get;list;watch;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=create
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=create;patch
 
 // world is what a reconcile reads of a crawler's world, once (readWorld): its VM and VMI,

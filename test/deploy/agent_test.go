@@ -6,10 +6,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -23,6 +26,8 @@ import (
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/controllers"
+	"isochron.io/isochron/internal/render"
+	"isochron.io/isochron/internal/slo"
 )
 
 // agentPod is the pod of the NIC agent on node, as its DaemonSet makes it: in the
@@ -314,5 +319,97 @@ func testVMOwnership(t *testing.T, crawler client.ObjectKey) {
 	forged.Spec.RunStrategy = &halted
 	if err := bob.Create(ctx, forged, client.DryRunAll); err == nil || !strings.Contains(err.Error(), "only isochron creates those") {
 		t.Errorf("a tenant creating a VM with isochron's labels: %v; want refused", err)
+	}
+}
+
+// testManagerWrites plays a thief holding the manager's token against config/default's
+// admission policies manager-writes and manager-probe-image: its RBAC lets it create
+// Jobs, Services and VMs in every namespace, and those policies keep that right to what
+// isochron renders. The manager's own shapes (slo.Job, slo.Service, the crawler's VM) are
+// admitted; each variation a thief would make is refused.
+func testManagerWrites(t *testing.T, crawler client.ObjectKey, probeImage string) {
+	ctx := context.Background()
+	asManager, err := client.New(&rest.Config{Host: env.Config.Host, BearerToken: token(t, systemNS, managerSA),
+		TLSClientConfig: rest.TLSClientConfig{CAData: env.Config.CAData}}, client.Options{Scheme: controllers.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cvm := &isov1.CrawlerVM{}
+	if err := env.Client.Get(ctx, crawler, cvm); err != nil {
+		t.Fatal(err)
+	}
+	vm := &kubevirtv1.VirtualMachine{}
+	waitFor(t, "the crawler's VM", func() (bool, string) {
+		err := env.Client.Get(ctx, crawler, vm)
+		return err == nil, fmt.Sprint(err)
+	})
+	job := func(f func(*batchv1.Job)) client.Object {
+		j := slo.Job(cvm, slo.Run{Trigger: isov1.TriggerStart, Generation: cvm.Generation}, slo.Target{},
+			slo.Options{Image: probeImage, Grace: time.Minute, TTL: time.Hour, NameKey: []byte("k")})
+		j.Name = "shape"
+		f(j)
+		return j
+	}
+	svc := func(f func(*corev1.Service)) client.Object {
+		s := slo.Service(cvm)
+		s.Name = "shape"
+		f(s)
+		return s
+	}
+	vmOf := func(f func(*kubevirtv1.VirtualMachine)) client.Object {
+		v := vm.DeepCopy()
+		v.ObjectMeta = metav1.ObjectMeta{Namespace: vm.Namespace, Name: "shape", Labels: vm.Labels, OwnerReferences: vm.OwnerReferences}
+		f(v)
+		return v
+	}
+	for name, o := range map[string]client.Object{
+		"its probe Job":     job(func(*batchv1.Job) {}),
+		"its probe Service": svc(func(*corev1.Service) {}),
+		"its crawler's VM":  vmOf(func(*kubevirtv1.VirtualMachine) {}),
+	} {
+		if err := asManager.Create(ctx, o, client.DryRunAll); err != nil {
+			t.Errorf("the manager creating %s: %v; want admitted", name, err)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	spec := func(f func(*corev1.PodSpec)) client.Object { return job(func(j *batchv1.Job) { f(&j.Spec.Template.Spec) }) }
+	for name, o := range map[string]client.Object{
+		"a Job no crawler controls": job(func(j *batchv1.Job) { j.OwnerReferences = nil }),
+		"a Job labelled for another crawler": job(func(j *batchv1.Job) { j.Labels[isov1.LabelCrawlerVM] = "other" }),
+		"a Job as another service account": spec(func(p *corev1.PodSpec) { p.ServiceAccountName = "admin" }),
+		"a Job that mounts its token": spec(func(p *corev1.PodSpec) { p.AutomountServiceAccountToken = nil }),
+		"a Job of another image": spec(func(p *corev1.PodSpec) { p.Containers[0].Image = "example.com/miner:latest" }),
+		"a Job with an init container": spec(func(p *corev1.PodSpec) {
+			p.InitContainers = []corev1.Container{{Name: "x", Image: probeImage, Command: []string{"/x"}}}
+		}),
+		"a Job on the host's network": spec(func(p *corev1.PodSpec) { p.HostNetwork = true }),
+		"a Job that mounts the host": spec(func(p *corev1.PodSpec) {
+			p.Volumes = []corev1.Volume{{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
+		}),
+		"a privileged Job": spec(func(p *corev1.PodSpec) { p.Containers[0].SecurityContext.Privileged = ptr(true) }),
+		"a Job that reads another Secret": spec(func(p *corev1.PodSpec) {
+			p.Containers[0].EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "db-password"}}}}
+		}),
+		"a Service with an external IP": svc(func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"192.0.2.1"} }),
+		"a NodePort Service":            svc(func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort }),
+		"a VM that mounts a service account": vmOf(func(v *kubevirtv1.VirtualMachine) {
+			v.Spec.Template.Spec.Volumes = append(v.Spec.Template.Spec.Volumes, kubevirtv1.Volume{Name: "sa",
+				VolumeSource: kubevirtv1.VolumeSource{ServiceAccount: &kubevirtv1.ServiceAccountVolumeSource{ServiceAccountName: "admin"}}})
+		}),
+		"a VM whose agent disk is another image": vmOf(func(v *kubevirtv1.VirtualMachine) {
+			for i := range v.Spec.Template.Spec.Volumes {
+				if d := v.Spec.Template.Spec.Volumes[i].ContainerDisk; d != nil && v.Spec.Template.Spec.Volumes[i].Name == render.VolumeAgent {
+					d.Image = "example.com/miner:latest"
+				}
+			}
+		}),
+		"a VM no crawler controls": vmOf(func(v *kubevirtv1.VirtualMachine) { v.OwnerReferences = nil }),
+	} {
+		err := asManager.Create(ctx, o, client.DryRunAll)
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "the isochron manager") {
+			t.Errorf("the manager's account creating %s: %v; want it refused by the manager-writes policies", name, err)
+		}
 	}
 }

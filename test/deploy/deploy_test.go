@@ -157,7 +157,8 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 
 	// The manager binary, as the Deployment runs it, with the ServiceAccount's token.
 	kubeconfig := serviceAccountKubeconfig(t, systemNS, managerSA)
-	stop := startManager(t, kubeconfig)
+	probeImage := deploymentArg(t, def, "--probe-image=")
+	stop := startManager(t, kubeconfig, "--probe-image="+probeImage)
 	defer stop()
 
 	nodes(t)
@@ -274,6 +275,7 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 	t.Run("only KubeVirt names a VMI's launcher pods", testLauncherIdentity)
 
 	t.Run("a crawler's VM is isochron's to write", func(t *testing.T) { testVMOwnership(t, crawlers[1]) })
+	t.Run("the manager's account creates only a crawler's objects", func(t *testing.T) { testManagerWrites(t, crawlers[1], probeImage) })
 
 	t.Run("RT networks of other namespaces are refused at admission unless shared", func(t *testing.T) {
 		c := &isov1.CrawlerVM{}
@@ -504,12 +506,34 @@ func serviceAccountKubeconfig(t *testing.T, namespace, name string) string {
 
 // startManager builds and runs cmd/manager with the flags of config/manager and secure
 // metrics on a free loopback port.
-func startManager(t *testing.T, kubeconfig string) (stop func()) {
+func startManager(t *testing.T, kubeconfig string, args ...string) (stop func()) {
 	t.Helper()
 	metricsAddr = freePort(t)
-	return startBinary(t, "manager", managerLog, "--kubeconfig", kubeconfig,
-		"--leader-elect", "--leader-election-namespace="+systemNS, "--namespace="+systemNS,
-		"--metrics-bind-address="+metricsAddr, "--health-probe-bind-address="+freePort(t))
+	return startBinary(t, "manager", managerLog, append([]string{"--kubeconfig", kubeconfig,
+		"--leader-elect", "--leader-election-namespace=" + systemNS, "--namespace=" + systemNS,
+		"--metrics-bind-address=" + metricsAddr, "--health-probe-bind-address=" + freePort(t)}, args...)...)
+}
+
+// deploymentArg is the value of the manager Deployment's argument that starts with
+// prefix, in the objects objs.
+func deploymentArg(t *testing.T, objs []*unstructured.Unstructured, prefix string) string {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" || o.GetName() != managerSA {
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		for _, c := range containers {
+			args, _, _ := unstructured.NestedStringSlice(c.(map[string]any), "args")
+			for _, a := range args {
+				if v, ok := strings.CutPrefix(a, prefix); ok {
+					return v
+				}
+			}
+		}
+	}
+	t.Fatalf("the manager's Deployment has no argument %s", prefix)
+	return ""
 }
 
 // startBinary builds ./cmd/<name> as the image ships it and runs it with args, its
