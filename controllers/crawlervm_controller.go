@@ -54,6 +54,9 @@ type CrawlerVMReconciler struct {
 	// nodeLostGrace is how long a crawler's node may be not ready before the crawler is
 	// presumed down.
 	nodeLostGrace time.Duration
+	// unschedulableGrace is how long a launcher may be unschedulable on the crawler's node
+	// for a reason of the node before the crawler starts elsewhere.
+	unschedulableGrace time.Duration
 	// apiPollInterval is how often an optional API the operator waits for is looked for.
 	apiPollInterval time.Duration
 	// sharedNetworks are the namespaces whose RT networks every namespace may use.
@@ -112,6 +115,13 @@ func WithNodeLostGrace(d time.Duration) Option {
 	return func(r *CrawlerVMReconciler) { r.nodeLostGrace = d }
 }
 
+// WithUnschedulableGrace sets how long a crawler's launcher may be unschedulable on its
+// node for a reason of the node (cordoned, tainted, its CPUs taken) before the crawler
+// starts on another node (default move.DefaultUnschedulableGrace).
+func WithUnschedulableGrace(d time.Duration) Option {
+	return func(r *CrawlerVMReconciler) { r.unschedulableGrace = d }
+}
+
 // WithAPIPollInterval sets how often the operator asks whether an optional API it waits
 // for is served (default DefaultAPIPollInterval).
 func WithAPIPollInterval(d time.Duration) Option {
@@ -168,9 +178,10 @@ func NewCrawlerVMReconciler(mgr ctrl.Manager, opts ...Option) *CrawlerVMReconcil
 
 		reconcileTimeout: DefaultReconcileTimeout,
 
-		minMoveInterval: slo.DefaultMinMoveInterval,
-		refutedMemory:   move.DefaultRefutedMemory,
-		nodeLostGrace:   move.DefaultNodeLostGrace,
+		minMoveInterval:    slo.DefaultMinMoveInterval,
+		refutedMemory:      move.DefaultRefutedMemory,
+		nodeLostGrace:      move.DefaultNodeLostGrace,
+		unschedulableGrace: move.DefaultUnschedulableGrace,
 	}
 	for _, o := range opts {
 		o(r)
@@ -290,12 +301,14 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, err
 	}
 	if running == nil {
-		wait, err := r.recoverFromRejection(ctx, cvm, st, w)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if wait > 0 && (after == 0 || wait < after) {
-			after = wait
+		for _, recover := range []func(context.Context, *isov1.CrawlerVM, *statusWriter, *world) (time.Duration, error){r.recoverFromRejection, r.recoverFromUnschedulable} {
+			wait, err := recover(ctx, cvm, st, w)
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			if wait > 0 && (after == 0 || wait < after) {
+				after = wait
+			}
 		}
 	}
 	for _, act := range []func() (time.Duration, error){

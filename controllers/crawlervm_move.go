@@ -527,3 +527,50 @@ func (r *CrawlerVMReconciler) recoverFromRejection(ctx context.Context, cvm *iso
 	setCondition(cvm, isov1.ConditionMoving, false, isov1.ReasonMoveBlocked, msg)
 	return blockedRetry, nil
 }
+
+// recoverFromUnschedulable starts the crawler on another node when kube-scheduler has
+// not put its launcher on its node, for a reason of the node (inventory.UnschedulableNode:
+// cordoned, tainted, its CPUs taken), for unschedulableGrace: a cold move, placed by the
+// model, away from that node, counted as the outage it is. Once: a crawler that moved so
+// within the minimum move interval stays, and its Ready condition says why. It returns
+// when to look again.
+func (r *CrawlerVMReconciler) recoverFromUnschedulable(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter, w *world) (time.Duration, error) {
+	if cvm.Status.Move != nil || cvm.Status.Placement == nil || w.VMI == nil || !w.VMI.DeletionTimestamp.IsZero() {
+		return 0, nil
+	}
+	placed := cvm.Status.Placement.Node
+	node, err := getOrNil(ctx, r.Client, client.ObjectKey{Name: placed}, &corev1.Node{})
+	if err != nil {
+		return 0, err
+	}
+	var mine []corev1.Pod
+	for _, p := range w.Launchers {
+		if p.Labels[kubevirtv1.CreatedByLabel] == string(w.VMI.UID) {
+			mine = append(mine, p)
+		}
+	}
+	pod, why, since, ok := inventory.UnschedulableNode(mine, node)
+	if !ok {
+		return 0, nil
+	}
+	now := r.clock.Now()
+	if wait := since.Add(r.unschedulableGrace).Sub(now); wait > 0 {
+		return wait, nil
+	}
+	if l := cvm.Status.LastMove; l != nil && l.Reason == isov1.MoveNodeUnschedulable && now.Sub(l.EndTime.Time) < r.minMoveInterval {
+		return 0, nil // once: the readiness verdict (LauncherUnschedulable) says what holds it
+	}
+	why = fmt.Sprintf("launcher pod %s cannot be scheduled on node %s since %s: %s", pod, placed, since.UTC().Format(time.RFC3339), why)
+	d, err := r.startMove(ctx, cvm, st, isov1.MoveNodeUnschedulable, []placement.Avoid{{Node: placed, Why: "the crawler's launcher cannot be scheduled there"}}, why, func(placement.Decision) {
+		cvm.Status.Move.Mode = isov1.MoveCold
+	})
+	if err != nil || d.Placed() || d.Reason == "" {
+		return 0, err
+	}
+	msg := fmt.Sprintf("%s, and no other node can hold the crawler within every crawler's budget: %s", why, d.Reason)
+	if c := apimeta.FindStatusCondition(cvm.Status.Conditions, isov1.ConditionMoving); c == nil || c.Message != msg {
+		st.event(cvm, corev1.EventTypeWarning, isov1.ReasonMoveBlocked, msg)
+	}
+	setCondition(cvm, isov1.ConditionMoving, false, isov1.ReasonMoveBlocked, msg)
+	return blockedRetry, nil
+}

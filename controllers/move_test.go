@@ -683,6 +683,74 @@ func TestRejectedLauncherMovesTheCrawler(t *testing.T) {
 	})
 }
 
+// The crawler's VMI stopped (a crash) and KubeVirt's next launcher cannot be scheduled
+// on the crawler's node, which was cordoned meanwhile: for the grace the crawler waits
+// (an uncordon would end it), then it moves cold to the other node, and its outage ends
+// there.
+func TestUnschedulableLauncherMovesTheCrawler(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	createNode(t, rtNode("ush-1", "it", "ush"), 16)
+	createNode(t, rtNode("ush-2", "it", "ush"), 16)
+	c, vmi := placedCrawler(t, ns, "unschedulable", "ush")
+	from := c.Status.Placement.Node
+	to := map[string]string{"ush-1": "ush-2", "ush-2": "ush-1"}[from]
+	waitForCrawler(t, c, "Ready on "+from, func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionReady, metav1.ConditionTrue, isov1.ReasonVMIRunning)
+	})
+	node := &corev1.Node{}
+	if err := k8s.Get(ctx, client.ObjectKey{Name: from}, node); err != nil {
+		t.Fatal(err)
+	}
+	cordon := client.MergeFrom(node.DeepCopy())
+	node.Spec.Unschedulable = true
+	if err := k8s.Patch(ctx, node, cordon); err != nil {
+		t.Fatal(err)
+	}
+	setVMIPhase(t, vmi, kubevirtv1.Scheduling, "") // the guest crashed; KubeVirt starts it again
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "virt-launcher-unschedulable-x",
+			Labels: map[string]string{kubevirtv1.AppLabel: "virt-launcher", kubevirtv1.CreatedByLabel: string(vmi.UID), isov1.LabelCrawlerVM: c.Name}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "compute", Image: "virt-launcher"}}},
+	}
+	if err := k8s.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled,
+		Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, LastTransitionTime: metav1.NewTime(clk.Now()),
+		Message: "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) were unschedulable."}}}
+	if err := k8s.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	// Within the grace it waits where it is, saying why.
+	waitForCrawler(t, c, "Ready=False LauncherUnschedulable", func(c *isov1.CrawlerVM) bool {
+		return hasCondition(c, isov1.ConditionReady, metav1.ConditionFalse, isov1.ReasonLauncherUnschedulable)
+	})
+	if c.Status.Move != nil {
+		t.Fatalf("the crawler moved within the grace: %+v", c.Status.Move)
+	}
+	clk.Step(move.DefaultUnschedulableGrace + time.Second)
+	waitForCrawler(t, c, "a cold move away from "+from, func(c *isov1.CrawlerVM) bool {
+		m := c.Status.Move
+		return m != nil && m.Reason == isov1.MoveNodeUnschedulable && m.To == to && m.Mode == isov1.MoveCold
+	})
+	if !strings.Contains(c.Status.Move.Message, "node "+from+" is cordoned") {
+		t.Errorf("move message %q: want why the launcher cannot be scheduled", c.Status.Move.Message)
+	}
+	next := waitForVMI(t, client.ObjectKeyFromObject(c), func(v *kubevirtv1.VirtualMachineInstance) bool {
+		return v.UID != vmi.UID && render.PinnedNode(&v.Spec) == to
+	})
+	setVMIPhase(t, next, kubevirtv1.Running, to)
+	waitForCrawler(t, c, "Ready on "+to+", its outage ended", func(c *isov1.CrawlerVM) bool {
+		n := len(c.Status.Outages)
+		return hasCondition(c, isov1.ConditionReady, metav1.ConditionTrue, isov1.ReasonVMIRunning) && c.Status.Move == nil &&
+			n > 0 && c.Status.Outages[n-1].End != nil
+	})
+	if l := c.Status.LastMove; l == nil || l.Reason != isov1.MoveNodeUnschedulable || l.Result != isov1.MoveSucceeded {
+		t.Errorf("last move %+v: want a NodeUnschedulable move that succeeded", l)
+	}
+}
+
 // nodeLease creates or updates node's Lease in kube-node-lease, renewed at renewed (as
 // its kubelet does), and returns that time.
 func nodeLease(t *testing.T, node string, renewed time.Time) time.Time {

@@ -605,7 +605,7 @@ type Remediation struct {
 }
 
 // MoveReason is why isochron moves a crawler to another node.
-// +kubebuilder:validation:Enum=Refuted;Evacuation;SpecChange;NodeLost;Requested;NodeRejected;Overbooked
+// +kubebuilder:validation:Enum=Refuted;Evacuation;SpecChange;NodeLost;Requested;NodeRejected;NodeUnschedulable;Overbooked
 type MoveReason string
 
 const (
@@ -630,6 +630,12 @@ const (
 	// it): KubeVirt's crash-loop backoff cannot cure that, so the crawler starts on
 	// another node.
 	MoveNodeRejected MoveReason = "NodeRejected"
+	// MoveNodeUnschedulable: kube-scheduler could not put the crawler's launcher on its
+	// node for a reason of the node (cordoned, a taint the launcher does not tolerate, its
+	// CPUs taken by a pod that preempted it) for longer than the manager's
+	// --unschedulable-grace: the crawler starts on another node, once (a second such
+	// move within the minimum move interval waits for a person).
+	MoveNodeUnschedulable MoveReason = "NodeUnschedulable"
 	// MoveOverbooked: the crawler's node held more than it has (reservations written by a
 	// manager replica that had lost its lease, or by hand), and this crawler's VM, the
 	// youngest reservation there, moves to a node the model chose.

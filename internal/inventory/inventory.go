@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -307,6 +308,62 @@ func LauncherUnschedulable(pods []corev1.Pod) (name, message string, ok bool) {
 		}
 	}
 	return "", "", false
+}
+
+// UnschedulableNode says why kube-scheduler cannot put a crawler's launcher on its node
+// for a reason of the node: among the VMI's launcher pods (pods), one pending with
+// PodScheduled False, reason Unschedulable, while node is cordoned, or has a NoSchedule
+// or NoExecute taint the pod does not tolerate, or lacks a resource the pod asks for
+// (its CPUs taken by a pod that preempted the launcher, or placed there by hand). It
+// returns the pod, the reason in words and since when the pod has been unschedulable;
+// ok is false for any other reason (the pod's own affinity, its volumes), which moving
+// the crawler would not cure.
+func UnschedulableNode(pods []corev1.Pod, node *corev1.Node) (pod, why string, since time.Time, ok bool) {
+	if node == nil {
+		return "", "", time.Time{}, false // a node gone is the lost-node path's
+	}
+	for i := range pods {
+		p := &pods[i]
+		if p.Spec.NodeName != "" || p.Status.Phase != corev1.PodPending || !p.DeletionTimestamp.IsZero() {
+			continue
+		}
+		var cond *corev1.PodCondition
+		for j := range p.Status.Conditions {
+			c := &p.Status.Conditions[j]
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				cond = c
+			}
+		}
+		if cond == nil {
+			continue
+		}
+		switch taint := untolerated(p, node); {
+		case node.Spec.Unschedulable:
+			why = "node " + node.Name + " is cordoned"
+		case taint != nil:
+			why = "node " + node.Name + " has the taint " + taint.ToString() + ", which the launcher does not tolerate"
+		case strings.Contains(cond.Message, "Insufficient"):
+			why = "node " + node.Name + " no longer has what the reservation counted on (" + cond.Message + ")"
+		default:
+			continue
+		}
+		return p.Name, why, cond.LastTransitionTime.Time, true
+	}
+	return "", "", time.Time{}, false
+}
+
+// untolerated is a NoSchedule or NoExecute taint of node that pod p does not tolerate.
+func untolerated(p *corev1.Pod, node *corev1.Node) *corev1.Taint {
+	for i := range node.Spec.Taints {
+		t := &node.Spec.Taints[i]
+		if t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectNoExecute {
+			continue
+		}
+		if !slices.ContainsFunc(p.Spec.Tolerations, func(tol corev1.Toleration) bool { return tol.ToleratesTaint(t) }) {
+			return t
+		}
+	}
+	return nil
 }
 
 // LauncherRejected finds, among virt-launcher pods, one of the VMIs of vmiUIDs that the

@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -247,5 +248,49 @@ func TestLauncherRejected(t *testing.T) {
 		if got != tc.want || ok != (tc.want != "") || (ok && node != "n1") {
 			t.Errorf("%s: LauncherRejected = %q on %q, %v; want %q", name, got, node, ok, tc.want)
 		}
+	}
+}
+
+func TestUnschedulableNode(t *testing.T) {
+	since := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	pending := func(msg string, tolerations ...corev1.Toleration) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "virt-launcher-a"},
+			Spec: corev1.PodSpec{Tolerations: tolerations},
+			Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
+				Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+				Message: msg, LastTransitionTime: metav1.NewTime(since)}}}}
+	}
+	node := func(cordoned bool, taints ...corev1.Taint) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "rt-1"}, Spec: corev1.NodeSpec{Unschedulable: cordoned, Taints: taints}}
+	}
+	maint := corev1.Taint{Key: "maintenance", Value: "yes", Effect: corev1.TaintEffectNoSchedule}
+	prefer := corev1.Taint{Key: "soon", Effect: corev1.TaintEffectPreferNoSchedule}
+	bound := pending("")
+	bound.Spec.NodeName = "rt-1"
+	for _, tc := range []struct {
+		name string
+		pods []corev1.Pod
+		node *corev1.Node
+		want string // "" for not the node's reason
+	}{
+		{"cordoned", []corev1.Pod{pending("0/3 nodes are available: 1 node(s) were unschedulable")}, node(true), "node rt-1 is cordoned"},
+		{"an untolerated taint", []corev1.Pod{pending("untolerated taint")}, node(false, prefer, maint), "has the taint maintenance=yes:NoSchedule"},
+		{"a tolerated taint, and nothing else of the node's", []corev1.Pod{pending("didn't match pod affinity rules",
+			corev1.Toleration{Key: "maintenance", Operator: corev1.TolerationOpExists})}, node(false, maint), ""},
+		{"its CPUs taken (a preemptor)", []corev1.Pod{pending("0/3 nodes are available: 1 Insufficient cpu")}, node(false), "no longer has what the reservation counted on"},
+		{"only a PreferNoSchedule taint", []corev1.Pod{pending("volume node affinity conflict")}, node(false, prefer), ""},
+		{"the node is gone (the lost-node path's)", []corev1.Pod{pending("")}, nil, ""},
+		{"a pod already bound", []corev1.Pod{bound}, node(true), ""},
+		{"no pod", nil, node(true), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod, why, at, ok := UnschedulableNode(tc.pods, tc.node)
+			if ok != (tc.want != "") || !strings.Contains(why, tc.want) {
+				t.Fatalf("UnschedulableNode = %q, %q, %v; want %v and %q", pod, why, ok, tc.want != "", tc.want)
+			}
+			if ok && (pod != "virt-launcher-a" || !at.Equal(since)) {
+				t.Errorf("pod %q since %v; want virt-launcher-a since %v", pod, at, since)
+			}
+		})
 	}
 }

@@ -281,6 +281,12 @@ func Avoid(list []isov1.Refutation, now time.Time, memory time.Duration) []place
 // node NotReady for a few seconds, from being reported as a loss.
 const DefaultNodeLostGrace = 30 * time.Second
 
+// DefaultUnschedulableGrace is how long a crawler's launcher may be unschedulable on its
+// node for a reason of the node (inventory.UnschedulableNode) before the crawler starts
+// on another node: long enough for an uncordon after a short maintenance, short against
+// an outage the crawler's error budget counts.
+const DefaultUnschedulableGrace = time.Minute
+
 // NodeState is what becomes of a crawler whose node is not ready.
 type NodeState struct {
 	// Lost is set once the node has not been ready for the grace: the crawler is presumed

@@ -169,7 +169,7 @@ func Unschedulable(s Scope) (Verdict, bool) {
 	if !stuck {
 		return Verdict{}, false
 	}
-	return Verdict{Reason: isov1.ReasonLauncherUnschedulable, Stuck: true, Message: fmt.Sprintf("virt-launcher pod %s of VMI %s cannot be scheduled on node %s: %s; something outside isochron holds what the crawler's reservation counted on: free it, or change spec.placement to place the crawler elsewhere",
+	return Verdict{Reason: isov1.ReasonLauncherUnschedulable, Stuck: true, Message: fmt.Sprintf("virt-launcher pod %s of VMI %s cannot be scheduled on node %s: %s; where the node is the cause (cordoned, a taint the launcher does not tolerate, its CPUs taken) the crawler moves to another node after the manager's unschedulable grace, once; otherwise free what holds it, or change spec.placement to place the crawler elsewhere",
 		pod, s.VMI.Name, s.PlacedOn, why)}, true
 }
 
