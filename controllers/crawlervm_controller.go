@@ -301,8 +301,8 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, err
 	}
 	if running == nil {
-		for _, recover := range []func(context.Context, *isov1.CrawlerVM, *statusWriter, *world) (time.Duration, error){r.recoverFromRejection, r.recoverFromUnschedulable} {
-			wait, err := recover(ctx, cvm, st, w)
+		for _, recoverFrom := range []func(context.Context, *isov1.CrawlerVM, *statusWriter, *world) (time.Duration, error){r.recoverFromRejection, r.recoverFromUnschedulable} {
+			wait, err := recoverFrom(ctx, cvm, st, w)
 			if err != nil {
 				return ctrl.Result{}, err
 			}

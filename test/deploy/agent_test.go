@@ -374,13 +374,15 @@ func testManagerWrites(t *testing.T, crawler client.ObjectKey, probeImage string
 	if t.Failed() {
 		return
 	}
-	spec := func(f func(*corev1.PodSpec)) client.Object { return job(func(j *batchv1.Job) { f(&j.Spec.Template.Spec) }) }
+	spec := func(f func(*corev1.PodSpec)) client.Object {
+		return job(func(j *batchv1.Job) { f(&j.Spec.Template.Spec) })
+	}
 	for name, o := range map[string]client.Object{
-		"a Job no crawler controls": job(func(j *batchv1.Job) { j.OwnerReferences = nil }),
+		"a Job no crawler controls":          job(func(j *batchv1.Job) { j.OwnerReferences = nil }),
 		"a Job labelled for another crawler": job(func(j *batchv1.Job) { j.Labels[isov1.LabelCrawlerVM] = "other" }),
-		"a Job as another service account": spec(func(p *corev1.PodSpec) { p.ServiceAccountName = "admin" }),
-		"a Job that mounts its token": spec(func(p *corev1.PodSpec) { p.AutomountServiceAccountToken = nil }),
-		"a Job of another image": spec(func(p *corev1.PodSpec) { p.Containers[0].Image = "example.com/miner:latest" }),
+		"a Job as another service account":   spec(func(p *corev1.PodSpec) { p.ServiceAccountName = "admin" }),
+		"a Job that mounts its token":        spec(func(p *corev1.PodSpec) { p.AutomountServiceAccountToken = nil }),
+		"a Job of another image":             spec(func(p *corev1.PodSpec) { p.Containers[0].Image = "example.com/miner:latest" }),
 		"a Job with an init container": spec(func(p *corev1.PodSpec) {
 			p.InitContainers = []corev1.Container{{Name: "x", Image: probeImage, Command: []string{"/x"}}}
 		}),
@@ -388,7 +390,9 @@ func testManagerWrites(t *testing.T, crawler client.ObjectKey, probeImage string
 		"a Job that mounts the host": spec(func(p *corev1.PodSpec) {
 			p.Volumes = []corev1.Volume{{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
 		}),
-		"a privileged Job": spec(func(p *corev1.PodSpec) { p.Containers[0].SecurityContext.Privileged = ptr(true) }),
+		"a privileged Job": spec(func(p *corev1.PodSpec) {
+			p.Containers[0].SecurityContext.Privileged, p.Containers[0].SecurityContext.AllowPrivilegeEscalation = ptr(true), nil
+		}),
 		"a Job that reads another Secret": spec(func(p *corev1.PodSpec) {
 			p.Containers[0].EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "db-password"}}}}
 		}),
