@@ -19,6 +19,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/access"
 	"isochron.io/isochron/internal/ledger"
 	"isochron.io/isochron/internal/move"
 	"isochron.io/isochron/internal/nodebooks"
@@ -63,6 +64,8 @@ type CrawlerVMReconciler struct {
 	sharedNetworks []string
 	// rtUplinks are the host interfaces the administrator named as RT uplinks.
 	rtUplinks []string
+	// access says which nodes each namespace's crawlers may reach (WithNodeAccess).
+	access access.Rules
 	// restarts serialises the restarts of an RT network's crawlers.
 	restarts restartTurns
 	// master is the probe master key (LoadProbeMasterKey): each crawler's probe key and the
@@ -139,6 +142,12 @@ func WithSharedNetworkNamespaces(namespaces []string) Option {
 // (render.UplinkAllowed); the NIC agents are given the same list.
 func WithRTUplinks(uplinks []string) Option {
 	return func(r *CrawlerVMReconciler) { r.rtUplinks = uplinks }
+}
+
+// WithNodeAccess sets the administrator's rules of which nodes each namespace's crawlers
+// may reach (LoadNodeAccess); without it no namespace may tolerate a taint.
+func WithNodeAccess(rules access.Rules) Option {
+	return func(r *CrawlerVMReconciler) { r.access = rules }
 }
 
 // WithProbeMasterKey sets the probe master key (LoadProbeMasterKey), which every replica

@@ -50,6 +50,12 @@ func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, s
 			return false, nil // its node is gone: the node loss moves it (recoverFromLostNode)
 		}
 	}
+	// A decision only within the nodes the administrator lets the namespace reach: a
+	// spec that reaches beyond them is refused, and a reservation held keeps its node.
+	if err := r.access.Check(cvm.Namespace, cvm.Spec.Placement); err != nil {
+		refuseAccess(cvm, st, err)
+		return cvm.Status.Placement == nil, nil
+	}
 	before := reservationOf(cvm)
 	done, change, err := r.placer.Decide(ctx, cvm, func(d placement.Decision) bool { return r.recordDecision(cvm, st, d) })
 	if err != nil || change == nil {
@@ -236,7 +242,27 @@ func (r *CrawlerVMReconciler) rtNetwork(ctx context.Context, cvm *isov1.CrawlerV
 func (r *CrawlerVMReconciler) request(ctx context.Context, cvm *isov1.CrawlerVM) placement.Request {
 	nad, err := r.rtNetwork(ctx, cvm)
 	vfio := err == nil && render.VFIO(cvm, nad)
-	return inventory.Request(cvm, vfio, render.Support(cvm, r.kubeVirtSupport(ctx)))
+	req := inventory.Request(cvm, vfio, render.Support(cvm, r.kubeVirtSupport(ctx)))
+	r.access.Apply(cvm.Namespace, &req) // only the nodes its namespace may reach
+	return req
+}
+
+// refuseAccess says, in the crawler's status, that its spec reaches beyond the nodes its
+// namespace may reach (err names the field and the fix), and tells it in an Event when
+// that is news. A crawler that holds a reservation keeps it, and its VM runs on.
+func refuseAccess(cvm *isov1.CrawlerVM, st *statusWriter, err error) {
+	msg := err.Error()
+	if held := cvm.Status.Placement; held != nil {
+		msg += fmt.Sprintf("; the VM of the previous spec keeps its reservation on %s", held.Node)
+	}
+	if c := apimeta.FindStatusCondition(cvm.Status.Conditions, isov1.ConditionPlaced); c == nil || c.Reason != isov1.ReasonNodeAccessNotAllowed || c.Message != msg {
+		st.event(cvm, corev1.EventTypeWarning, isov1.ReasonNodeAccessNotAllowed, msg)
+	}
+	cvm.Status.ObservedGeneration = cvm.Generation
+	setCondition(cvm, isov1.ConditionPlaced, false, isov1.ReasonNodeAccessNotAllowed, msg)
+	if cvm.Status.Placement == nil {
+		setCondition(cvm, isov1.ConditionReady, false, isov1.ReasonNotPlaced, "not placed: "+err.Error())
+	}
 }
 
 // kubeVirtSupport is what the cluster's KubeVirt resource (inventory.ClusterKubeVirt)

@@ -730,6 +730,7 @@ func TestUnschedulableLauncherMovesTheCrawler(t *testing.T) {
 		t.Fatalf("the crawler moved within the grace: %+v", c.Status.Move)
 	}
 	clk.Step(move.DefaultUnschedulableGrace + time.Second)
+	touch(t, vmi, "after the grace") // a reconcile now, not at the requeue the real clock sets
 	waitForCrawler(t, c, "a cold move away from "+from, func(c *isov1.CrawlerVM) bool {
 		m := c.Status.Move
 		return m != nil && m.Reason == isov1.MoveNodeUnschedulable && m.To == to && m.Mode == isov1.MoveCold

@@ -25,6 +25,7 @@ import (
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/controllers"
+	"isochron.io/isochron/internal/access"
 	"isochron.io/isochron/internal/slo"
 	"isochron.io/isochron/test/support/testenv"
 	"isochron.io/isochron/test/support/virtsim"
@@ -241,7 +242,7 @@ func run(m *testing.M) int {
 	probes := slo.DefaultOptions("isochron/rtprobe:test")
 	probes.Grace = 2 * time.Second // a short grace lets the Job controller time a probe out within a test
 	r := controllers.NewCrawlerVMReconciler(mgr, controllers.WithConcurrency(4), controllers.WithProbes(probes), controllers.WithClock(clk),
-		controllers.WithRTUplinks([]string{testUplink}), controllers.WithProbeMasterKey(masterKey))
+		controllers.WithRTUplinks([]string{testUplink}), controllers.WithProbeMasterKey(masterKey), controllers.WithNodeAccess(nodeAccess))
 	if err := r.SetupWithManager(mgr); err != nil {
 		panic(err)
 	}
@@ -268,6 +269,18 @@ func zapLevel() zapcore.Level {
 // --- builders -----------------------------------------------------------------
 
 // rtNode names an RT node and its labels; createNode registers it.
+// nodeAccess are the administrator's rules of reach the suite's manager runs with: every
+// namespace may tolerate testTaint, and no other.
+var nodeAccess = func() access.Rules {
+	rules, err := access.Parse(map[string]string{access.KeyTolerations: testTaint})
+	if err != nil {
+		panic(err)
+	}
+	return rules
+}()
+
+const testTaint = "example.com/allowed"
+
 func rtNode(name string, labels ...string) *corev1.Node {
 	return testenv.RTNode(name, 0, labels...)
 }

@@ -101,9 +101,17 @@ const (
 	// ReasonRTNetworkNotAllowed: spec.rtNIC.networkName names a network of another
 	// namespace that an administrator does not share.
 	ReasonRTNetworkNotAllowed = "RTNetworkNotAllowed"
+	// ReasonNodeAccessNotAllowed: spec.placement reaches beyond the nodes the
+	// administrator lets the crawler's namespace reach (a toleration of a taint it may not
+	// tolerate, a node selector against the namespace's; ConfigMap isochron-node-access):
+	// the crawler is not placed by this spec.
+	ReasonNodeAccessNotAllowed = "NodeAccessNotAllowed"
 	// ReasonMultusNotInstalled: the crawler has an RT-NIC and the cluster does not serve
 	// Multus' NetworkAttachmentDefinition API; the crawler starts once it does.
 	ReasonMultusNotInstalled = "MultusNotInstalled"
+	// ReasonKubeVirtNotInstalled: the cluster does not serve KubeVirt's API; the manager
+	// waits for it and then places and starts the crawler.
+	ReasonKubeVirtNotInstalled = "KubeVirtNotInstalled"
 	// ReasonInvalid: the VMI cannot be rendered from the spec, or a VMI of the crawler's
 	// name exists that this CrawlerVM does not own.
 	ReasonInvalid = "Invalid"

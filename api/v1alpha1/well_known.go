@@ -75,6 +75,12 @@ const AnnotationGuestDSCP = "isochron.io/guest-dscp"
 // reservation only from the identity the Lease names (status.decidedBy).
 const LeaderLease = "isochron.isochron.io"
 
+// NodeAccessConfigMap is the ConfigMap, in the manager's namespace, in which the cluster
+// administrator says which nodes each namespace's crawlers may reach: the taints they may
+// tolerate and the labels their nodes must carry (internal/access). The admission policy
+// isochron-node-access and the manager read it.
+const NodeAccessConfigMap = "isochron-node-access"
+
 // NICAgent is the name of isochron's NIC agent: its field owner (of status.rtNIC), its
 // Events' source and its DaemonSet's name.
 const NICAgent = "isochron-nic-agent"

@@ -2,7 +2,9 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -13,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	clientfeatures "k8s.io/client-go/features"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -25,6 +28,9 @@ import (
 	"isochron.io/isochron/internal/rtnet"
 	"isochron.io/isochron/internal/slo"
 )
+
+// setupLog tells how the manager starts.
+var setupLog = ctrl.Log.WithName("setup")
 
 func main() {
 	var metricsAddr, probeAddr, pprofAddr string
@@ -63,7 +69,6 @@ func main() {
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
-	setupLog := ctrl.Log.WithName("setup")
 
 	var tlsOpts []func(*tls.Config)
 	if !enableHTTP2 {
@@ -117,6 +122,16 @@ func main() {
 		}
 		mgrOpts.LeaderElectionResourceLockInterface, identity = lock, lock.Identity()
 	}
+	// Without KubeVirt's API the manager only waits for it (waitForKubeVirt), caching
+	// nothing of KubeVirt's.
+	served, err := controllers.KubeVirtServed(cfg)
+	if err != nil {
+		setupLog.Error(err, "Unable to tell whether the cluster serves KubeVirt's API")
+		os.Exit(1)
+	}
+	if !served {
+		mgrOpts.Cache = cache.Options{}
+	}
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		setupLog.Error(err, "Unable to create manager")
@@ -135,7 +150,19 @@ func main() {
 		setupLog.Error(err, "Unable to read the probe master key")
 		os.Exit(1)
 	}
-	r := controllers.NewCrawlerVMReconciler(mgr, controllers.WithConcurrency(concurrency), controllers.WithProbeMasterKey(master),
+	rules, found, err := controllers.LoadNodeAccess(ctx, direct, namespace)
+	if err != nil {
+		setupLog.Error(err, "Invalid node access rules: fix the ConfigMap and restart the manager")
+		os.Exit(1)
+	}
+	if !found {
+		setupLog.Info("No ConfigMap "+isov1.NodeAccessConfigMap+" in the manager's namespace: no namespace's crawlers may tolerate a taint", "namespace", namespace)
+	}
+	if !served {
+		waitForKubeVirt(ctx, mgr)
+		return
+	}
+	r := controllers.NewCrawlerVMReconciler(mgr, controllers.WithNodeAccess(rules), controllers.WithConcurrency(concurrency), controllers.WithProbeMasterKey(master),
 		controllers.WithReconcileTimeout(reconcileTimeout), controllers.WithLeaderIdentity(identity),
 		controllers.WithProbes(slo.Options{Image: probeImage, Grace: probeGrace, TTL: probeTTL, CPU: cpu}),
 		controllers.WithMinMoveInterval(minMoveInterval), controllers.WithRefutedNodeMemory(refutedMemory), controllers.WithNodeLostGrace(nodeLostGrace), controllers.WithUnschedulableGrace(unschedulableGrace), controllers.WithSharedNetworkNamespaces(shared), controllers.WithRTUplinks(uplinks))
@@ -155,6 +182,36 @@ func main() {
 	}
 	setupLog.Info("Starting manager")
 	if err := mgr.Start(ctx); err != nil {
+		setupLog.Error(err, "Manager stopped with an error")
+		os.Exit(1)
+	}
+}
+
+// waitForKubeVirt runs the manager without KubeVirt's API: every CrawlerVM says it is
+// missing, and the process ends (to start again, watching it) once it is served; not a
+// crash loop.
+func waitForKubeVirt(ctx context.Context, mgr ctrl.Manager) {
+	setupLog.Info("The cluster does not serve KubeVirt's API: waiting for it; every CrawlerVM says so (Ready=False, " + isov1.ReasonKubeVirtNotInstalled + ")")
+	if err := controllers.WaitForKubeVirt(mgr, 10*time.Second); err != nil {
+		setupLog.Error(err, "Unable to set up the wait for KubeVirt")
+		os.Exit(1)
+	}
+	for name, check := range map[string]healthz.Checker{"healthz": healthz.Ping, "readyz": healthz.Ping} {
+		add := mgr.AddHealthzCheck
+		if name == "readyz" {
+			add = mgr.AddReadyzCheck
+		}
+		if err := add(name, check); err != nil {
+			setupLog.Error(err, "Unable to set up health check")
+			os.Exit(1)
+		}
+	}
+	err := mgr.Start(ctx)
+	if errors.Is(err, controllers.ErrKubeVirtServed) {
+		setupLog.Info("KubeVirt's API is served now: exiting, to start again watching it")
+		os.Exit(0)
+	}
+	if err != nil {
 		setupLog.Error(err, "Manager stopped with an error")
 		os.Exit(1)
 	}

@@ -277,6 +277,53 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 	t.Run("a crawler's VM is isochron's to write", func(t *testing.T) { testVMOwnership(t, crawlers[1]) })
 	t.Run("the manager's account creates only a crawler's objects", func(t *testing.T) { testManagerWrites(t, crawlers[1], probeImage) })
 
+	t.Run("a namespace reaches only the nodes the administrator lets it", func(t *testing.T) {
+		c := &isov1.CrawlerVM{}
+		if err := env.Client.Get(ctx, crawlers[1], c); err != nil {
+			t.Fatal(err)
+		}
+		greedy := c.DeepCopy()
+		greedy.ObjectMeta = metav1.ObjectMeta{Namespace: "bms", Name: "greedy"}
+		greedy.Status = isov1.CrawlerVMStatus{}
+		if greedy.Spec.Placement == nil {
+			greedy.Spec.Placement = &isov1.Placement{}
+		}
+		greedy.Spec.Placement.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+		waitFor(t, "the admission policy to refuse a toleration of every taint", func() (bool, string) {
+			err := env.Client.Create(ctx, greedy.DeepCopy(), client.DryRunAll)
+			return err != nil && strings.Contains(err.Error(), "spec.placement.tolerations: every taint (no key): namespace bms may tolerate only no taint"), fmt.Sprint(err)
+		})
+		mine := greedy.DeepCopy()
+		mine.Spec.Placement.Tolerations = []corev1.Toleration{{Key: "bms.example.com/dedicated", Operator: corev1.TolerationOpExists}}
+		mine.Spec.Placement.NodeSelector = map[string]string{"pool": "other"}
+		// The administrator lets bms tolerate its own taint, and keeps it to its pool.
+		cm := &corev1.ConfigMap{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: systemNS, Name: isov1.NodeAccessConfigMap}, cm); err != nil {
+			t.Fatal(err)
+		}
+		cm.Data["tolerations.bms"] = "bms.example.com/dedicated"
+		cm.Data["nodeSelector.bms"] = "pool=bms"
+		if err := env.Client.Update(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the admission policy to refuse a node selector against the namespace's", func() (bool, string) {
+			err := env.Client.Create(ctx, mine.DeepCopy(), client.DryRunAll)
+			return err != nil && strings.Contains(err.Error(), "spec.placement.nodeSelector: namespace bms's crawlers run only on nodes labelled pool=bms"), fmt.Sprint(err)
+		})
+		mine.Spec.Placement.NodeSelector = map[string]string{"pool": "bms"}
+		if err := env.Client.Create(ctx, mine.DeepCopy(), client.DryRunAll); err != nil {
+			t.Errorf("a toleration the namespace may use, on its pool: %v; want admitted", err)
+		}
+		if err := env.Client.Create(ctx, greedy.DeepCopy(), client.DryRunAll); err == nil {
+			t.Error("a toleration of every taint, with bms allowed one key: admitted; want refused")
+		}
+		delete(cm.Data, "tolerations.bms")
+		delete(cm.Data, "nodeSelector.bms")
+		if err := env.Client.Update(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("RT networks of other namespaces are refused at admission unless shared", func(t *testing.T) {
 		c := &isov1.CrawlerVM{}
 		if err := env.Client.Get(ctx, crawlers[0], c); err != nil {

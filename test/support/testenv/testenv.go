@@ -45,8 +45,10 @@ type Env struct {
 }
 
 // The optional third-party APIs: isochron runs without them, and Start installs them
-// unless told otherwise (Without).
+// unless told otherwise (Without). Without KubeVirt, isochron's manager only waits for it
+// and says so on every crawler; no simulation of KubeVirt's controllers runs.
 const (
+	KubeVirt           = "kubevirt"
 	Multus             = "multus"
 	PrometheusOperator = "prometheus-operator"
 )
@@ -85,8 +87,11 @@ func Start(root string, opts ...Option) (*Env, error) {
 		opt(&o)
 	}
 	e := &Env{Scheme: controllers.Scheme(), root: root}
-	crds := []string{filepath.Join(root, "config", "crd", "bases"), filepath.Join(root, "config", "thirdparty", "kubevirt")}
-	for _, api := range []string{Multus, PrometheusOperator} {
+	crds := []string{filepath.Join(root, "config", "crd", "bases")}
+	if o.without[KubeVirt] {
+		o.noKubeVirt = true
+	}
+	for _, api := range []string{KubeVirt, Multus, PrometheusOperator} {
 		if !o.without[api] {
 			crds = append(crds, filepath.Join(root, "config", "thirdparty", api))
 		}
