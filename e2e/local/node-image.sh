@@ -41,6 +41,10 @@ fi
 [[ $(id -u) -eq 0 ]] || die "needs root (mmdebstrap --mode=root)"
 
 start=$SECONDS
+# A build interrupted inside mmdebstrap leaves the chroot's /proc, /sys and /dev mounts
+# behind, which rm cannot remove: unmount them first, deepest first.
+abs=$(realpath -m "$out")
+awk -v p="$abs/" 'index($2, p) == 1 { print $2 }' /proc/mounts | sort -r | while read -r m; do umount "$m"; done
 rm -rf "$out" && mkdir -p "$out"
 root=$out/root
 # The boot unit and the mounts of the two shares. The node's own boot script is in its
