@@ -247,6 +247,25 @@ func testLauncherIdentity(t *testing.T) {
 	if err := kubevirt.Create(ctx, pod(), client.DryRunAll); err != nil {
 		t.Errorf("KubeVirt creating a launcher of isochron's priority class: %v", err)
 	}
+	// Nor can a tenant label its pod as a crawler's launcher, whose CPUs isochron counts
+	// through the crawler's reservation (the pod's own would go uncounted).
+	launcher := func() *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "virt-launcher-lookalike",
+			Labels: map[string]string{kubevirtv1.AppLabel: "virt-launcher", isov1.LabelCrawlerVM: "tower-a"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "compute", Image: "busybox"}}}}
+	}
+	waitFor(t, "the policy to refuse a tenant's pod labelled as a crawler's launcher", func() (bool, string) {
+		err := alice.Create(ctx, launcher(), client.DryRunAll)
+		return err != nil && strings.Contains(err.Error(), "only KubeVirt creates"), fmt.Sprint(err)
+	})
+	if err := kubevirt.Create(ctx, launcher(), client.DryRunAll); err != nil {
+		t.Errorf("KubeVirt creating a crawler's launcher: %v", err)
+	}
+	plain := launcher()
+	delete(plain.Labels, isov1.LabelCrawlerVM)
+	if err := alice.Create(ctx, plain, client.DryRunAll); err != nil {
+		t.Errorf("a tenant's pod with KubeVirt's label only: %v; want admitted (isochron counts it)", err)
+	}
 
 	// Everything else of its own VMI's status stays the tenant's to write, as before.
 	other := mine.DeepCopy()
