@@ -3,7 +3,6 @@ package deploy
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,6 +26,7 @@ import (
 	"isochron.io/isochron/controllers"
 	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/slo"
+	"isochron.io/isochron/test/support/binary"
 )
 
 // agentPod is the pod of the NIC agent on node, as its DaemonSet makes it: in the
@@ -72,16 +71,33 @@ func podBoundToken(t *testing.T, pod *corev1.Pod) string {
 // agentKubeconfig is a kubeconfig of the NIC agent on node, its token bound to its pod.
 func agentKubeconfig(t *testing.T, node string) string {
 	t.Helper()
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["envtest"] = &clientcmdapi.Cluster{Server: env.Config.Host, CertificateAuthorityData: env.Config.CAData}
-	cfg.AuthInfos["agent"] = &clientcmdapi.AuthInfo{Token: podBoundToken(t, agentPod(t, node))}
-	cfg.Contexts["agent"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "agent", Namespace: systemNS}
-	cfg.CurrentContext = "agent"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+	return binary.Kubeconfig(t, env.Config, &clientcmdapi.AuthInfo{Token: podBoundToken(t, agentPod(t, node))}, systemNS)
+}
+
+// impersonating is a client of the API server that acts as user in groups (and
+// system:authenticated), as the tests' tenants and KubeVirt's components.
+func impersonating(t *testing.T, user string, groups ...string) client.Client {
+	t.Helper()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
+	c, err := client.New(cfg, client.Options{Scheme: controllers.Scheme()})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return path
+	return c
+}
+
+// grant creates a Role of rules in namespace ns, bound to subjects.
+func grant(t *testing.T, ns, name string, rules []rbacv1.PolicyRule, subjects ...rbacv1.Subject) {
+	t.Helper()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: rules}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name}, Subjects: subjects}
+	for _, o := range []client.Object{role, binding} {
+		if err := env.Client.Create(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // clientWithToken is a client that authenticates with token.
@@ -167,32 +183,15 @@ func testLauncherIdentity(t *testing.T) {
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	// The tenant may do with VMIs what KubeVirt's kubevirt.io:edit role allows.
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vmi-editor"}, Rules: []rbacv1.PolicyRule{{
+	// The tenant may do with VMIs what KubeVirt's kubevirt.io:edit role allows; so may
+	// KubeVirt's controller (cluster-wide, in a real install).
+	grant(t, ns, "vmi-editor", []rbacv1.PolicyRule{{
 		APIGroups: []string{"kubevirt.io"}, Resources: []string{"virtualmachineinstances"},
 		Verbs: []string{"get", "delete", "create", "update", "patch", "list", "watch"},
-	}}}
-	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alice"},
-		RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name},
-		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "alice"},
-			// KubeVirt's controller, which may do the same (cluster-wide, in a real install).
-			{Kind: "ServiceAccount", Namespace: "kubevirt", Name: "kubevirt-controller"}}}
-	for _, o := range []client.Object{role, binding} {
-		if err := env.Client.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	as := func(user string, groups ...string) client.Client {
-		cfg := rest.CopyConfig(env.Config)
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
-		c, err := client.New(cfg, client.Options{Scheme: controllers.Scheme()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	alice := as("alice")
-	kubevirt := as("system:serviceaccount:kubevirt:kubevirt-controller", "system:serviceaccounts", "system:serviceaccounts:kubevirt")
+	}}, rbacv1.Subject{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "alice"},
+		rbacv1.Subject{Kind: "ServiceAccount", Namespace: "kubevirt", Name: "kubevirt-controller"})
+	alice := impersonating(t, "alice")
+	kubevirt := impersonating(t, "system:serviceaccount:kubevirt:kubevirt-controller", "system:serviceaccounts", "system:serviceaccounts:kubevirt")
 	vmi := func(name string, pods map[types.UID]string) *kubevirtv1.VirtualMachineInstance {
 		v := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 		v.Spec.Domain.Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}
@@ -224,18 +223,9 @@ func testLauncherIdentity(t *testing.T) {
 	}
 	// Nor can a tenant give its own pod the priority of crawlers' launchers (which keeps
 	// them from being preempted); KubeVirt, creating a launcher, can.
-	podRole := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pod-creator"}, Rules: []rbacv1.PolicyRule{{
-		APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create"},
-	}}}
-	podBinding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pod-creators"},
-		RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: podRole.Name},
-		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "alice"},
-			{Kind: "ServiceAccount", Namespace: "kubevirt", Name: "kubevirt-controller"}}}
-	for _, o := range []client.Object{podRole, podBinding} {
-		if err := env.Client.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	grant(t, ns, "pod-creator", []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create"}}},
+		rbacv1.Subject{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "alice"},
+		rbacv1.Subject{Kind: "ServiceAccount", Namespace: "kubevirt", Name: "kubevirt-controller"})
 	pod := func() *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "favoured"},
 			Spec: corev1.PodSpec{PriorityClassName: isov1.PriorityClassRealtime, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
@@ -282,30 +272,13 @@ func testLauncherIdentity(t *testing.T) {
 func testVMOwnership(t *testing.T, crawler client.ObjectKey) {
 	ctx := context.Background()
 	ns := crawler.Namespace
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vm-editor"}, Rules: []rbacv1.PolicyRule{{
+	grant(t, ns, "vm-editor", []rbacv1.PolicyRule{{
 		APIGroups: []string{"kubevirt.io"}, Resources: []string{"virtualmachines"},
 		Verbs: []string{"get", "delete", "create", "update", "patch", "list", "watch"},
-	}}}
-	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vm-editors"},
-		RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name},
-		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "bob"},
-			{Kind: "ServiceAccount", Namespace: "kubevirt", Name: "kubevirt-apiserver"}}}
-	for _, o := range []client.Object{role, binding} {
-		if err := env.Client.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	as := func(user string, groups ...string) client.Client {
-		cfg := rest.CopyConfig(env.Config)
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
-		c, err := client.New(cfg, client.Options{Scheme: controllers.Scheme()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	bob := as("bob")
-	virtAPI := as("system:serviceaccount:kubevirt:kubevirt-apiserver", "system:serviceaccounts", "system:serviceaccounts:kubevirt")
+	}}, rbacv1.Subject{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "bob"},
+		rbacv1.Subject{Kind: "ServiceAccount", Namespace: "kubevirt", Name: "kubevirt-apiserver"})
+	bob := impersonating(t, "bob")
+	virtAPI := impersonating(t, "system:serviceaccount:kubevirt:kubevirt-apiserver", "system:serviceaccounts", "system:serviceaccounts:kubevirt")
 	vm := &kubevirtv1.VirtualMachine{}
 	waitFor(t, "the crawler's VM", func() (bool, string) {
 		err := env.Client.Get(ctx, crawler, vm)
@@ -348,11 +321,7 @@ func testVMOwnership(t *testing.T, crawler client.ObjectKey) {
 // admitted; each variation a thief would make is refused.
 func testManagerWrites(t *testing.T, crawler client.ObjectKey, probeImage string) {
 	ctx := context.Background()
-	asManager, err := client.New(&rest.Config{Host: env.Config.Host, BearerToken: token(t, systemNS, managerSA),
-		TLSClientConfig: rest.TLSClientConfig{CAData: env.Config.CAData}}, client.Options{Scheme: controllers.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	asManager := clientWithToken(t, token(t, systemNS, managerSA))
 	cvm := &isov1.CrawlerVM{}
 	if err := env.Client.Get(ctx, crawler, cvm); err != nil {
 		t.Fatal(err)

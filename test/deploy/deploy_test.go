@@ -13,13 +13,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,12 +31,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/test/support/binary"
 	"isochron.io/isochron/test/support/testenv"
 )
 
@@ -55,7 +52,7 @@ const (
 var (
 	env         *testenv.Env
 	metricsAddr string
-	managerLog  = &syncBuffer{}
+	managerLog  = &binary.Log{}
 )
 
 func TestMain(m *testing.M) {
@@ -243,9 +240,9 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 			t.Fatalf("sample %s: rtNIC %v, placement %v", crawlers[0], c.Spec.RTNIC, c.Status.Placement)
 		}
 		node := c.Status.Placement.Node
-		log := &syncBuffer{}
+		log := &binary.Log{}
 		stopAgent := startBinary(t, "nic-agent", log, "--kubeconfig", agentKubeconfig(t, node),
-			"--node-name", node, "--health-probe-bind-address", freePort(t))
+			"--node-name", node, "--health-probe-bind-address", binary.FreePort(t))
 		waitFor(t, "the NIC agent's RTUplinkUnavailable Event on "+node, func() (bool, string) {
 			var events corev1.EventList
 			if err := env.Client.List(ctx, &events, client.InNamespace("default")); err != nil {
@@ -404,11 +401,7 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 		// Anything else the manager's account writes is refused: a token Secret for any
 		// service account (its token would come back in the write's answer), any other
 		// Secret, a guest Secret no CrawlerVM owns.
-		asManager, err := client.New(&rest.Config{Host: env.Config.Host, BearerToken: token(t, systemNS, managerSA),
-			TLSClientConfig: rest.TLSClientConfig{CAData: env.Config.CAData}}, client.Options{Scheme: env.Scheme})
-		if err != nil {
-			t.Fatal(err)
-		}
+		asManager := clientWithToken(t, token(t, systemNS, managerSA))
 		for name, s := range map[string]*corev1.Secret{
 			"a service account's token": {ObjectMeta: metav1.ObjectMeta{Namespace: "bms", Name: "loot",
 				Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}}, Type: corev1.SecretTypeServiceAccountToken},
@@ -539,26 +532,17 @@ func ptr[T any](v T) *T { return &v }
 // serviceAccountKubeconfig writes a kubeconfig that authenticates as the ServiceAccount.
 func serviceAccountKubeconfig(t *testing.T, namespace, name string) string {
 	t.Helper()
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["envtest"] = &clientcmdapi.Cluster{Server: env.Config.Host, CertificateAuthorityData: env.Config.CAData}
-	cfg.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: token(t, namespace, name)}
-	cfg.Contexts["sa"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "sa", Namespace: namespace}
-	cfg.CurrentContext = "sa"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return binary.Kubeconfig(t, env.Config, &clientcmdapi.AuthInfo{Token: token(t, namespace, name)}, namespace)
 }
 
 // startManager builds and runs cmd/manager with the flags of config/manager and secure
 // metrics on a free loopback port.
 func startManager(t *testing.T, kubeconfig string, args ...string) (stop func()) {
 	t.Helper()
-	metricsAddr = freePort(t)
+	metricsAddr = binary.FreePort(t)
 	return startBinary(t, "manager", managerLog, append([]string{"--kubeconfig", kubeconfig,
 		"--leader-elect", "--leader-election-namespace=" + systemNS, "--namespace=" + systemNS,
-		"--metrics-bind-address=" + metricsAddr, "--health-probe-bind-address=" + freePort(t)}, args...)...)
+		"--metrics-bind-address=" + metricsAddr, "--health-probe-bind-address=" + binary.FreePort(t)}, args...)...)
 }
 
 // deploymentArg is the value of the manager Deployment's argument that starts with
@@ -586,14 +570,9 @@ func deploymentArg(t *testing.T, objs []*unstructured.Unstructured, prefix strin
 // startBinary builds ./cmd/<name> as the image ships it and runs it with args, its
 // output in log; stop interrupts it and fails the test if the API server refused it
 // anything ("forbidden": a permission config/default's RBAC lacks).
-func startBinary(t *testing.T, name string, log *syncBuffer, args ...string) (stop func()) {
+func startBinary(t *testing.T, name string, log *binary.Log, args ...string) (stop func()) {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), name)
-	build := exec.Command("go", "build", "-trimpath", "-o", bin, "isochron.io/isochron/cmd/"+name)
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the %s: %v\n%s", name, err, out)
-	}
+	bin := binary.Build(t, name)
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
@@ -633,16 +612,6 @@ func grep(s, what string) string {
 	return strings.Join(out, "\n")
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // scrape GETs the metrics endpoint over HTTPS (the manager's self-signed certificate)
 // with the bearer token, if any.
 func scrape(t *testing.T, bearer string) (int, string) {
@@ -676,22 +645,4 @@ func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("timed out waiting for %s; last seen: %s\nmanager log:\n%s", what, last, managerLog)
-}
-
-// syncBuffer is a bytes.Buffer the manager's output goroutines and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

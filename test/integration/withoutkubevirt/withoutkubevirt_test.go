@@ -4,16 +4,12 @@
 package withoutkubevirt
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,21 +17,19 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/test/support/binary"
 	"isochron.io/isochron/test/support/testenv"
 )
-
-const root = "../../.."
 
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
 	var err error
-	env, err = testenv.Start(root, testenv.Without(testenv.KubeVirt))
+	env, err = testenv.Start("../../..", testenv.Without(testenv.KubeVirt))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -43,24 +37,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	env.Stop()
 	os.Exit(code)
-}
-
-// syncBuffer is a bytes.Buffer the manager's output and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // Without KubeVirt's API the manager does not crash at every start (a crash loop): it
@@ -82,24 +58,11 @@ func TestWaitsForKubeVirtWithoutACrashLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	bin := filepath.Join(t.TempDir(), "manager")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/manager")
-	build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the manager: %v\n%s", err, out)
-	}
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["envtest"] = &clientcmdapi.Cluster{Server: env.Config.Host, CertificateAuthorityData: env.Config.CAData}
-	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: env.Config.CertData, ClientKeyData: env.Config.KeyData}
-	cfg.Contexts["admin"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
-	cfg.CurrentContext = "admin"
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	var log syncBuffer
+	bin := binary.Build(t, "manager")
+	kubeconfig := binary.Kubeconfig(t, env.Config, &clientcmdapi.AuthInfo{ClientCertificateData: env.Config.CertData, ClientKeyData: env.Config.KeyData}, "")
+	var log binary.Log
 	mgr := exec.Command(bin, "--kubeconfig", kubeconfig, "--namespace=isochron-system", "--metrics-bind-address=0",
-		"--health-probe-bind-address="+freePort(t))
+		"--health-probe-bind-address="+binary.FreePort(t))
 	mgr.Stdout, mgr.Stderr = &log, &log
 	if err := mgr.Start(); err != nil {
 		t.Fatal(err)
@@ -147,14 +110,4 @@ func TestWaitsForKubeVirtWithoutACrashLoop(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the manager did not notice KubeVirt's API within a minute (it looks every 10 s)")
 	}
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
