@@ -182,21 +182,15 @@ type was struct {
 }
 
 // Commit says that the change was persisted: what it released stops counting.
-func (c *Change) Commit() {
-	c.l.mu.Lock()
-	defer c.l.mu.Unlock()
-	if c.done {
-		return
-	}
-	c.done = true
-	for _, k := range c.holdover {
-		c.l.unset(k)
-	}
-}
+func (c *Change) Commit() { c.end(false) }
 
 // Undo says that the change failed to persist: the keys it touched hold again what they
 // held before it.
-func (c *Change) Undo() {
+func (c *Change) Undo() { c.end(true) }
+
+// end ends the change once: what it released stops counting under its holdover keys,
+// and, undone, the keys it touched hold what they held before it.
+func (c *Change) end(undo bool) {
 	c.l.mu.Lock()
 	defer c.l.mu.Unlock()
 	if c.done {
@@ -205,6 +199,9 @@ func (c *Change) Undo() {
 	c.done = true
 	for _, k := range c.holdover {
 		c.l.unset(k)
+	}
+	if !undo {
+		return
 	}
 	for key, w := range c.before {
 		if w.had {
