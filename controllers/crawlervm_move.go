@@ -553,12 +553,9 @@ func (r *CrawlerVMReconciler) recoverFromUnschedulable(ctx context.Context, cvm 
 	if !ok {
 		return 0, nil
 	}
-	now := r.clock.Now()
-	if wait := since.Add(r.unschedulableGrace).Sub(now); wait > 0 {
-		return wait, nil
-	}
-	if l := cvm.Status.LastMove; l != nil && l.Reason == isov1.MoveNodeUnschedulable && now.Sub(l.EndTime.Time) < r.minMoveInterval {
-		return 0, nil // once: the readiness verdict (LauncherUnschedulable) says what holds it
+	wait, moveNow := move.AfterUnschedulable(since, r.clock.Now(), r.unschedulableGrace, cvm.Status.LastMove, r.minMoveInterval)
+	if !moveNow {
+		return wait, nil // within the grace, or moved so once: Ready (LauncherUnschedulable) says what holds it
 	}
 	why = fmt.Sprintf("launcher pod %s cannot be scheduled on node %s since %s: %s", pod, placed, since.UTC().Format(time.RFC3339), why)
 	d, err := r.startMove(ctx, cvm, st, isov1.MoveNodeUnschedulable, []placement.Avoid{{Node: placed, Why: "the crawler's launcher cannot be scheduled there"}}, why, func(placement.Decision) {

@@ -287,6 +287,20 @@ const DefaultNodeLostGrace = 30 * time.Second
 // an outage the crawler's error budget counts.
 const DefaultUnschedulableGrace = time.Minute
 
+// AfterUnschedulable decides for a crawler whose launcher has been unschedulable on its
+// node, for a reason of the node, since since: wait is how long it still waits (the
+// grace not over), or move says it moves now. Once: a crawler whose last move was for the
+// same reason and ended within minInterval stays (neither wait nor move).
+func AfterUnschedulable(since, now time.Time, grace time.Duration, last *isov1.MoveRecord, minInterval time.Duration) (wait time.Duration, move bool) {
+	if w := since.Add(grace).Sub(now); w > 0 {
+		return w, false
+	}
+	if last != nil && last.Reason == isov1.MoveNodeUnschedulable && now.Sub(last.EndTime.Time) < minInterval {
+		return 0, false
+	}
+	return 0, true
+}
+
 // NodeState is what becomes of a crawler whose node is not ready.
 type NodeState struct {
 	// Lost is set once the node has not been ready for the grace: the crawler is presumed

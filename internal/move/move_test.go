@@ -260,3 +260,31 @@ func named(m *kubevirtv1.VirtualMachineInstanceMigration, name string) *kubevirt
 	m.Name = name
 	return m
 }
+
+func TestAfterUnschedulable(t *testing.T) {
+	since := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	ended := func(reason isov1.MoveReason, at time.Time) *isov1.MoveRecord {
+		return &isov1.MoveRecord{Reason: reason, EndTime: metav1.NewTime(at)}
+	}
+	const grace, interval = time.Minute, time.Hour
+	for _, tc := range []struct {
+		name    string
+		now     time.Time
+		last    *isov1.MoveRecord
+		wait    time.Duration
+		moveNow bool
+	}{
+		{"within the grace", since.Add(20 * time.Second), nil, 40 * time.Second, false},
+		{"the grace over", since.Add(grace), nil, 0, true},
+		{"moved so within the interval: once", since.Add(2 * grace), ended(isov1.MoveNodeUnschedulable, since.Add(-time.Minute)), 0, false},
+		{"moved so long ago", since.Add(2 * grace), ended(isov1.MoveNodeUnschedulable, since.Add(-2*interval)), 0, true},
+		{"moved lately for another reason", since.Add(2 * grace), ended(isov1.MoveRefuted, since), 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wait, moveNow := AfterUnschedulable(since, tc.now, grace, tc.last, interval)
+			if wait != tc.wait || moveNow != tc.moveNow {
+				t.Errorf("AfterUnschedulable = %v, %v; want %v, %v", wait, moveNow, tc.wait, tc.moveNow)
+			}
+		})
+	}
+}
