@@ -154,7 +154,7 @@ func (r *CrawlerVMReconciler) runVM(ctx context.Context, cvm *isov1.CrawlerVM, s
 		return nil, nil // the VM is read again when KubeVirt has adopted the VMI
 	}
 
-	plan := render.PlanVMWrite(vm, in, vmi == nil)
+	plan := render.PlanVMWrite(vm, in, render.Restarting(vmi))
 	if networkGone && plan == render.WriteApply {
 		plan = render.WriteNothing // nothing to render its RT-NIC from: the template stays as it is
 	}

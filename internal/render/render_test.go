@@ -494,3 +494,35 @@ func TestUnmigratableDisk(t *testing.T) {
 		t.Errorf("UnmigratableDisk = %q with a read-only agent disk, want %s", d, VolumeAgent)
 	}
 }
+
+// The next VMI starts from the template once no VMI runs on: none, a stopped one, a crash
+// (Failed), a guest's shutdown (Succeeded), a restart or cold move (being deleted).
+func TestRestarting(t *testing.T) {
+	vmi := func(phase kubevirtv1.VirtualMachineInstancePhase, deleting bool) *kubevirtv1.VirtualMachineInstance {
+		v := &kubevirtv1.VirtualMachineInstance{Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: phase}}
+		if deleting {
+			v.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
+		}
+		return v
+	}
+	cases := map[string]struct {
+		vmi  *kubevirtv1.VirtualMachineInstance
+		want bool
+	}{
+		"no VMI":                 {vmi: nil, want: true},
+		"pending":                {vmi: vmi(kubevirtv1.Pending, false), want: false},
+		"scheduled":              {vmi: vmi(kubevirtv1.Scheduled, false), want: false},
+		"running":                {vmi: vmi(kubevirtv1.Running, false), want: false},
+		"crashed (Failed)":       {vmi: vmi(kubevirtv1.Failed, false), want: true},
+		"shut down (Succeeded)":  {vmi: vmi(kubevirtv1.Succeeded, false), want: true},
+		"running, being deleted": {vmi: vmi(kubevirtv1.Running, true), want: true},
+		"pending, being deleted": {vmi: vmi(kubevirtv1.Pending, true), want: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := Restarting(tc.vmi); got != tc.want {
+				t.Errorf("Restarting = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -140,12 +140,20 @@ const (
 	WriteAffinity
 )
 
+// Restarting says whether the VM's next VMI is the one KubeVirt starts from the template
+// written now: no VMI runs (none, or a person stopped it), or the one there is ending
+// (Failed or Succeeded: a crash, a guest's shutdown; or being deleted: a restart, a cold
+// move). KubeVirt starts the next VMI from the template once the ending one is gone.
+func Restarting(vmi *kubevirtv1.VirtualMachineInstance) bool {
+	return vmi == nil || !vmi.DeletionTimestamp.IsZero() || vmi.IsFinal()
+}
+
 // PlanVMWrite decides what to write to vm, the crawler's VM as the API server has it, for
-// the inputs in. stopped says that no VMI of the VM runs: a template an earlier release
-// rendered otherwise (its user data inline, without the guest Secret and the probe key;
-// another release's agent image) is written anew only then, for the next VMI to start
-// from it. While a VMI runs, such a template stays: KubeVirt would ask for a restart to
-// apply it, and would apply no live update (a move's affinity) until then.
+// the inputs in. stopped says that no VMI of the VM runs on (Restarting): a template an
+// earlier release rendered otherwise (its user data inline, without the guest Secret and
+// the probe key; another release's agent image) is written anew only then, for the next
+// VMI to start from it. While a VMI runs, such a template stays: KubeVirt would ask for a
+// restart to apply it, and would apply no live update (a move's affinity) until then.
 func PlanVMWrite(vm *kubevirtv1.VirtualMachine, in Input, stopped bool) VMWrite {
 	t := vm.Spec.Template
 	if t == nil || t.ObjectMeta.Annotations[isov1.AnnotationVMInputs] != VMInputsHash(in) {
