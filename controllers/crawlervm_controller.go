@@ -23,6 +23,7 @@ import (
 	"isochron.io/isochron/internal/ledger"
 	"isochron.io/isochron/internal/move"
 	"isochron.io/isochron/internal/nodebooks"
+	"isochron.io/isochron/internal/readiness"
 	"isochron.io/isochron/internal/slo"
 	"isochron.io/isochron/probes/credential"
 )
@@ -58,6 +59,9 @@ type CrawlerVMReconciler struct {
 	// unschedulableGrace is how long a launcher may be unschedulable on the crawler's node
 	// for a reason of the node before the crawler starts elsewhere.
 	unschedulableGrace time.Duration
+	// releaseAfter is how long a crawler may be down, stopped or with its launcher refused,
+	// before its reservation is released (readiness.Release).
+	releaseAfter time.Duration
 	// apiPollInterval is how often an optional API the operator waits for is looked for.
 	apiPollInterval time.Duration
 	// sharedNetworks are the namespaces whose RT networks every namespace may use.
@@ -123,6 +127,13 @@ func WithNodeLostGrace(d time.Duration) Option {
 // starts on another node (default move.DefaultUnschedulableGrace).
 func WithUnschedulableGrace(d time.Duration) Option {
 	return func(r *CrawlerVMReconciler) { r.unschedulableGrace = d }
+}
+
+// WithReleaseAfter sets how long a crawler may be down because a person stopped it or
+// the API server refuses its launcher before it gives up its reservation (default
+// readiness.DefaultReleaseAfter).
+func WithReleaseAfter(d time.Duration) Option {
+	return func(r *CrawlerVMReconciler) { r.releaseAfter = d }
 }
 
 // WithAPIPollInterval sets how often the operator asks whether an optional API it waits
@@ -191,6 +202,7 @@ func NewCrawlerVMReconciler(mgr ctrl.Manager, opts ...Option) *CrawlerVMReconcil
 		refutedMemory:      move.DefaultRefutedMemory,
 		nodeLostGrace:      move.DefaultNodeLostGrace,
 		unschedulableGrace: move.DefaultUnschedulableGrace,
+		releaseAfter:       readiness.DefaultReleaseAfter,
 	}
 	for _, o := range opts {
 		o(r)
@@ -310,7 +322,7 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, err
 	}
 	if running == nil {
-		for _, recoverFrom := range []func(context.Context, *isov1.CrawlerVM, *statusWriter, *world) (time.Duration, error){r.recoverFromRejection, r.recoverFromUnschedulable} {
+		for _, recoverFrom := range []func(context.Context, *isov1.CrawlerVM, *statusWriter, *world) (time.Duration, error){r.recoverFromRejection, r.recoverFromUnschedulable, r.releaseIdle} {
 			wait, err := recoverFrom(ctx, cvm, st, w)
 			if err != nil {
 				return ctrl.Result{}, err

@@ -19,6 +19,7 @@ import (
 	"isochron.io/isochron/internal/inventory"
 	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/placement"
+	"isochron.io/isochron/internal/readiness"
 	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/sizing"
 )
@@ -48,6 +49,12 @@ func (r *CrawlerVMReconciler) place(ctx context.Context, cvm *isov1.CrawlerVM, s
 		}
 		if cvm.Status.VMI != nil {
 			return false, nil // its node is gone: the node loss moves it (recoverFromLostNode)
+		}
+	}
+	if readiness.Released(cvm.Status.Conditions) && cvm.Status.Placement == nil {
+		// Stopped or refused for a while: a reservation again once a launcher exists.
+		if again, err := r.whileReleased(ctx, cvm, st); err != nil || !again {
+			return true, err
 		}
 	}
 	// A decision only within the nodes the administrator lets the namespace reach: a

@@ -172,6 +172,9 @@ func (r *CrawlerVMReconciler) runVM(ctx context.Context, cvm *isov1.CrawlerVM, s
 			return nil, fmt.Errorf("pinning VM %s to node %s: %w", vm.Name, held.Node, err)
 		}
 	}
+	if done, err := r.replaceParked(ctx, cvm, st, vmi, held.Node); done || err != nil {
+		return nil, err
+	}
 	scope := w.Scope
 	var adopting bool
 	scope.VMI, adopting = readiness.VMIOf(vm, vmi, cvm.UID)

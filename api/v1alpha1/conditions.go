@@ -50,6 +50,14 @@ const (
 	// reason of the Warning Event that tells what became of it (released, re-placed or
 	// moved).
 	ReasonOverbooked = "Overbooked"
+	// ReasonReleased: the crawler was down for longer than the manager's --release-after
+	// because a person stopped it (VMStopped) or the API server refuses its launcher pod
+	// (LauncherRefused: a ResourceQuota, a LimitRange, an admission policy), and its
+	// reservation was released: capacity is held by what runs. Its VM's template is
+	// pinned to no node meanwhile; once a launcher pod of it exists again (virtctl start,
+	// the quota raised) it is placed anew, where a node still fits it. Also the reason of
+	// the Event that tells the release.
+	ReasonReleased = "Released"
 )
 
 // Reasons of the AtRisk condition.
@@ -92,6 +100,13 @@ const (
 	// crawler's node (kube-scheduler's reason, e.g. Insufficient cpu): something outside
 	// isochron holds what the reservation counted on.
 	ReasonLauncherUnschedulable = "LauncherUnschedulable"
+	// ReasonLauncherRefused: KubeVirt cannot create the VMI's virt-launcher pod because the
+	// API server refuses it (KubeVirt's Synchronized condition, reason FailedCreate: a
+	// ResourceQuota, a LimitRange, an admission policy); the message has the API server's
+	// words. What the namespace may run is its administrator's to say: raise the quota or
+	// change the policy, or the crawler's spec. After --release-after the crawler's
+	// reservation is released (Placed=False, Released).
+	ReasonLauncherRefused = "LauncherRefused"
 	// ReasonRTNetworkNotFound: spec.rtNIC.networkName names no NetworkAttachmentDefinition.
 	ReasonRTNetworkNotFound = "RTNetworkNotFound"
 	// ReasonRTUplinkNotAllowed: the RT network's NetworkAttachmentDefinition names, with

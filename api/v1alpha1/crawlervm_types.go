@@ -774,7 +774,8 @@ const (
 	// OutageSpecChange: a spec change KubeVirt could not apply to the running VMI
 	// restarted it.
 	OutageSpecChange OutageCause = "SpecChange"
-	// OutageUnplaceable: no node could hold it.
+	// OutageUnplaceable: no node could hold it, or its launcher pod could not be
+	// scheduled there or was refused by the API server (a quota, a policy).
 	OutageUnplaceable OutageCause = "Unplaceable"
 	// OutageStopped: a person stopped it (virtctl stop).
 	OutageStopped OutageCause = "Stopped"

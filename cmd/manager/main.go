@@ -25,6 +25,7 @@ import (
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/controllers"
 	"isochron.io/isochron/internal/move"
+	"isochron.io/isochron/internal/readiness"
 	"isochron.io/isochron/internal/rtnet"
 	"isochron.io/isochron/internal/slo"
 )
@@ -37,7 +38,7 @@ func main() {
 	var leaderElect, secureMetrics, enableHTTP2 bool
 	var concurrency, qps, burst int
 	var probeImage, probeCPU, leaderElectionNamespace, sharedNetworks, rtUplinks, namespace, masterKeySecret string
-	var probeGrace, probeTTL, minMoveInterval, refutedMemory, nodeLostGrace, unschedulableGrace, reconcileTimeout time.Duration
+	var probeGrace, probeTTL, minMoveInterval, refutedMemory, nodeLostGrace, unschedulableGrace, releaseAfter, reconcileTimeout time.Duration
 	var leaseDuration, renewDeadline, retryPeriod time.Duration
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address of the metrics endpoint (\"0\" disables it).")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
@@ -63,6 +64,7 @@ func main() {
 	flag.StringVar(&rtUplinks, "rt-uplinks", "", "Comma-separated host interfaces the cluster administrator names as RT uplinks: an RT network whose NetworkAttachmentDefinition names another with the annotation "+isov1.AnnotationRTUplink+" is refused (Ready=False, "+isov1.ReasonRTUplinkNotAllowed+"). config/default sets it, and the NIC agents' list, from rtUplinks in the ConfigMap isochron-networks.")
 	flag.DurationVar(&minMoveInterval, "min-move-interval", slo.DefaultMinMoveInterval, "Least time between two moves of one crawler that probes refute under spec.placement.onRefuted Replace (each is judged by a new probe before the next).")
 	flag.DurationVar(&nodeLostGrace, "node-lost-grace", move.DefaultNodeLostGrace, "How long a crawler's node may be not ready (after Kubernetes' own node-monitor grace) before the crawler is presumed down and reported; it starts elsewhere only once the node is fenced.")
+	flag.DurationVar(&releaseAfter, "release-after", readiness.DefaultReleaseAfter, "How long a crawler may be down because a person stopped its VM (virtctl stop) or the API server refuses its launcher pod (a ResourceQuota, a policy) before its real-time reservation is released; it is placed again once a launcher of it exists.")
 	flag.DurationVar(&unschedulableGrace, "unschedulable-grace", move.DefaultUnschedulableGrace, "How long a crawler's launcher may be unschedulable on its node for a reason of the node (cordoned, a taint it does not tolerate, its CPUs taken) before the crawler starts on another node the model chose (once within --min-move-interval).")
 	flag.DurationVar(&refutedMemory, "refuted-node-memory", move.DefaultRefutedMemory, "How long a node where a probe refuted a crawler's SLO is kept from the crawler's moves (at most 8 nodes are remembered per crawler).")
 	opts := zap.Options{Development: false}
@@ -165,7 +167,7 @@ func main() {
 	r := controllers.NewCrawlerVMReconciler(mgr, controllers.WithNodeAccess(rules), controllers.WithConcurrency(concurrency), controllers.WithProbeMasterKey(master),
 		controllers.WithReconcileTimeout(reconcileTimeout), controllers.WithLeaderIdentity(identity),
 		controllers.WithProbes(slo.Options{Image: probeImage, Grace: probeGrace, TTL: probeTTL, CPU: cpu}),
-		controllers.WithMinMoveInterval(minMoveInterval), controllers.WithRefutedNodeMemory(refutedMemory), controllers.WithNodeLostGrace(nodeLostGrace), controllers.WithUnschedulableGrace(unschedulableGrace), controllers.WithSharedNetworkNamespaces(shared), controllers.WithRTUplinks(uplinks))
+		controllers.WithMinMoveInterval(minMoveInterval), controllers.WithRefutedNodeMemory(refutedMemory), controllers.WithNodeLostGrace(nodeLostGrace), controllers.WithUnschedulableGrace(unschedulableGrace), controllers.WithReleaseAfter(releaseAfter), controllers.WithSharedNetworkNamespaces(shared), controllers.WithRTUplinks(uplinks))
 	if err := r.SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Unable to set up controller", "controller", "CrawlerVM")
 		os.Exit(1)

@@ -45,7 +45,7 @@ func Cause(readyReason string, m *isov1.Move) isov1.OutageCause {
 		return isov1.OutageSpecChange
 	case isov1.ReasonVMStopped:
 		return isov1.OutageStopped
-	case isov1.ReasonNotPlaced, isov1.ReasonLauncherUnschedulable:
+	case isov1.ReasonNotPlaced, isov1.ReasonLauncherUnschedulable, isov1.ReasonLauncherRefused:
 		return isov1.OutageUnplaceable
 	}
 	return isov1.OutageCrash

@@ -18,16 +18,17 @@ func TestCause(t *testing.T) {
 		move   *isov1.Move
 		want   isov1.OutageCause
 	}{
-		"a failed VMI":              {reason: isov1.ReasonVMIFailed, want: isov1.OutageCrash},
-		"a crash loop":              {reason: isov1.ReasonVMCrashLoop, want: isov1.OutageCrash},
-		"a restart for a spec":      {reason: isov1.ReasonVMIReplacing, want: isov1.OutageSpecChange},
-		"a lost node":               {reason: isov1.ReasonNodeLost, want: isov1.OutageNodeLoss},
-		"stopped by a person":       {reason: isov1.ReasonVMStopped, want: isov1.OutageStopped},
-		"its pod cannot schedule":   {reason: isov1.ReasonLauncherUnschedulable, want: isov1.OutageUnplaceable},
-		"a cold move, refuted":      {reason: isov1.ReasonVMIPending, move: &isov1.Move{Reason: isov1.MoveRefuted}, want: isov1.OutageMove},
-		"a cold move of a drain":    {reason: isov1.ReasonVMIPending, move: &isov1.Move{Reason: isov1.MoveEvacuation}, want: isov1.OutageDrain},
-		"the move off a lost node":  {reason: isov1.ReasonVMIPending, move: &isov1.Move{Reason: isov1.MoveNodeLost}, want: isov1.OutageNodeLoss},
-		"a spec change's cold move": {reason: isov1.ReasonVMIPending, move: &isov1.Move{Reason: isov1.MoveSpecChange}, want: isov1.OutageSpecChange},
+		"a failed VMI":               {reason: isov1.ReasonVMIFailed, want: isov1.OutageCrash},
+		"a crash loop":               {reason: isov1.ReasonVMCrashLoop, want: isov1.OutageCrash},
+		"a restart for a spec":       {reason: isov1.ReasonVMIReplacing, want: isov1.OutageSpecChange},
+		"a lost node":                {reason: isov1.ReasonNodeLost, want: isov1.OutageNodeLoss},
+		"stopped by a person":        {reason: isov1.ReasonVMStopped, want: isov1.OutageStopped},
+		"its pod cannot schedule":    {reason: isov1.ReasonLauncherUnschedulable, want: isov1.OutageUnplaceable},
+		"its pod is refused (quota)": {reason: isov1.ReasonLauncherRefused, want: isov1.OutageUnplaceable},
+		"a cold move, refuted":       {reason: isov1.ReasonVMIPending, move: &isov1.Move{Reason: isov1.MoveRefuted}, want: isov1.OutageMove},
+		"a cold move of a drain":     {reason: isov1.ReasonVMIPending, move: &isov1.Move{Reason: isov1.MoveEvacuation}, want: isov1.OutageDrain},
+		"the move off a lost node":   {reason: isov1.ReasonVMIPending, move: &isov1.Move{Reason: isov1.MoveNodeLost}, want: isov1.OutageNodeLoss},
+		"a spec change's cold move":  {reason: isov1.ReasonVMIPending, move: &isov1.Move{Reason: isov1.MoveSpecChange}, want: isov1.OutageSpecChange},
 	}
 	for name, tc := range cases {
 		if got := Cause(tc.reason, tc.move); got != tc.want {

@@ -120,6 +120,9 @@ func Phase(s Scope) (Verdict, bool) {
 	case kubevirtv1.Failed, kubevirtv1.Succeeded:
 		return Verdict{Reason: isov1.ReasonVMIFailed, Message: fmt.Sprintf("VMI %s %s; KubeVirt starts a new one (runStrategy Always)", vmi.Name, strings.ToLower(string(vmi.Status.Phase)))}, true
 	}
+	if v, ok := LauncherRefused(s); ok {
+		return v, true
+	}
 	if v, ok := Unschedulable(s); ok {
 		return v, true
 	}
@@ -172,6 +175,33 @@ func Unschedulable(s Scope) (Verdict, bool) {
 	return Verdict{Reason: isov1.ReasonLauncherUnschedulable, Stuck: true, Message: fmt.Sprintf("virt-launcher pod %s of VMI %s cannot be scheduled on node %s: %s; where the node is the cause (cordoned, a taint the launcher does not tolerate, its CPUs taken) the crawler moves to another node after the manager's unschedulable grace, once; otherwise free what holds it, or change spec.placement to place the crawler elsewhere",
 		pod, s.VMI.Name, s.PlacedOn, why)}, true
 }
+
+// LauncherRefused: KubeVirt cannot create the VMI's virt-launcher pod, because the API
+// server refuses it (a ResourceQuota, a LimitRange, an admission policy): KubeVirt says so
+// in the VMI's Synchronized condition (reason FailedCreate, the API server's words) and
+// tries again. Stuck: what the namespace may run is its administrator's to change.
+func LauncherRefused(s Scope) (Verdict, bool) {
+	vmi := s.VMI
+	if vmi == nil || vmi.Status.Phase != kubevirtv1.Pending && vmi.Status.Phase != "" {
+		return Verdict{}, false
+	}
+	for _, p := range s.Launchers {
+		if p.Labels[kubevirtv1.CreatedByLabel] == string(vmi.UID) {
+			return Verdict{}, false // created: whatever refused it before admits it now
+		}
+	}
+	for _, c := range vmi.Status.Conditions {
+		if c.Type == kubevirtv1.VirtualMachineInstanceSynchronized && c.Status == corev1.ConditionFalse && c.Reason == FailedCreate {
+			return Verdict{Reason: isov1.ReasonLauncherRefused, Stuck: true, Message: fmt.Sprintf("KubeVirt cannot create the virt-launcher pod of VMI %s: %s; raise the namespace's ResourceQuota or change the policy that refuses it, or the crawler's spec",
+				vmi.Name, c.Message)}, true
+		}
+	}
+	return Verdict{}, false
+}
+
+// FailedCreate is the reason of a VMI's Synchronized condition when KubeVirt could not
+// create its launcher pod (KubeVirt's controller.FailedCreatePodReason).
+const FailedCreate = "FailedCreate"
 
 // Waiting: the VM exists, its VMI does not yet.
 func Waiting(s Scope) (Verdict, bool) {

@@ -44,6 +44,14 @@ func deleting(v *kubevirtv1.VirtualMachineInstance) {
 	v.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 }
 
+func refused(v *kubevirtv1.VirtualMachineInstance) {
+	v.Status.Conditions = append(v.Status.Conditions, kubevirtv1.VirtualMachineInstanceCondition{
+		Type: kubevirtv1.VirtualMachineInstanceSynchronized, Status: corev1.ConditionFalse, Reason: FailedCreate,
+		Message:            `pods "virt-launcher-tower-a-x" is forbidden: exceeded quota: rt`,
+		LastTransitionTime: metav1.Time{Time: time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)},
+	})
+}
+
 func unschedulablePod(vmiUID string) corev1.Pod {
 	return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "virt-launcher-tower-a-x", Labels: map[string]string{kubevirtv1.CreatedByLabel: vmiUID}},
 		Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
@@ -59,20 +67,22 @@ func TestJudge(t *testing.T) {
 		stuck  bool
 		msg    string // a part of the message
 	}{
-		"running":                                 {s: Scope{VM: vm(), VMI: vmi(kubevirtv1.Running)}, reason: isov1.ReasonVMIRunning, ok: true},
-		"scheduling":                              {s: Scope{VM: vm(), VMI: vmi(kubevirtv1.Scheduling)}, reason: isov1.ReasonVMIPending, msg: "is Scheduling"},
-		"created, not scheduled yet":              {s: Scope{VM: vm(), VMI: vmi("")}, reason: isov1.ReasonVMIPending},
-		"failed: KubeVirt restarts it":            {s: Scope{VM: vm(), VMI: vmi(kubevirtv1.Failed)}, reason: isov1.ReasonVMIFailed, msg: "KubeVirt starts a new one"},
-		"a guest that shut down: restarted too":   {s: Scope{VM: vm(), VMI: vmi(kubevirtv1.Succeeded)}, reason: isov1.ReasonVMIFailed},
-		"being deleted":                           {s: Scope{VM: vm(), VMI: vmi(kubevirtv1.Running, deleting)}, reason: isov1.ReasonVMIFailed, msg: "being deleted"},
-		"no VMI yet":                              {s: Scope{VM: vm()}, reason: isov1.ReasonVMIPending, msg: "waiting for KubeVirt to start its VMI"},
-		"crash loop: stuck":                       {s: Scope{VM: vm(crashLooping)}, reason: isov1.ReasonVMCrashLoop, stuck: true, msg: "at 2026-11-25T12:00:40Z"},
-		"crash loop, its last VMI being deleted":  {s: Scope{VM: vm(crashLooping), VMI: vmi(kubevirtv1.Failed, deleting)}, reason: isov1.ReasonVMCrashLoop, stuck: true},
-		"a new VMI of a crash loop is pending":    {s: Scope{VM: vm(crashLooping), VMI: vmi(kubevirtv1.Scheduling)}, reason: isov1.ReasonVMIPending},
-		"stopped by a person: stuck":              {s: Scope{VM: vm(halted)}, reason: isov1.ReasonVMStopped, stuck: true, msg: "virtctl start tower-a"},
-		"stopping":                                {s: Scope{VM: vm(halted), VMI: vmi(kubevirtv1.Running, deleting)}, reason: isov1.ReasonVMStopped, stuck: true},
-		"its launcher cannot be scheduled: stuck": {s: Scope{VM: vm(), VMI: vmi(kubevirtv1.Scheduling), Launchers: []corev1.Pod{unschedulablePod("vmi-1")}, PlacedOn: "rt-1"}, reason: isov1.ReasonLauncherUnschedulable, stuck: true, msg: "Insufficient cpu"},
-		"an old VMI's launcher is not this one's": {s: Scope{VM: vm(), VMI: vmi(kubevirtv1.Scheduling), Launchers: []corev1.Pod{unschedulablePod("vmi-0")}}, reason: isov1.ReasonVMIPending},
+		"running":                                  {s: Scope{VM: vm(), VMI: vmi(kubevirtv1.Running)}, reason: isov1.ReasonVMIRunning, ok: true},
+		"scheduling":                               {s: Scope{VM: vm(), VMI: vmi(kubevirtv1.Scheduling)}, reason: isov1.ReasonVMIPending, msg: "is Scheduling"},
+		"created, not scheduled yet":               {s: Scope{VM: vm(), VMI: vmi("")}, reason: isov1.ReasonVMIPending},
+		"failed: KubeVirt restarts it":             {s: Scope{VM: vm(), VMI: vmi(kubevirtv1.Failed)}, reason: isov1.ReasonVMIFailed, msg: "KubeVirt starts a new one"},
+		"a guest that shut down: restarted too":    {s: Scope{VM: vm(), VMI: vmi(kubevirtv1.Succeeded)}, reason: isov1.ReasonVMIFailed},
+		"being deleted":                            {s: Scope{VM: vm(), VMI: vmi(kubevirtv1.Running, deleting)}, reason: isov1.ReasonVMIFailed, msg: "being deleted"},
+		"no VMI yet":                               {s: Scope{VM: vm()}, reason: isov1.ReasonVMIPending, msg: "waiting for KubeVirt to start its VMI"},
+		"crash loop: stuck":                        {s: Scope{VM: vm(crashLooping)}, reason: isov1.ReasonVMCrashLoop, stuck: true, msg: "at 2026-11-25T12:00:40Z"},
+		"crash loop, its last VMI being deleted":   {s: Scope{VM: vm(crashLooping), VMI: vmi(kubevirtv1.Failed, deleting)}, reason: isov1.ReasonVMCrashLoop, stuck: true},
+		"a new VMI of a crash loop is pending":     {s: Scope{VM: vm(crashLooping), VMI: vmi(kubevirtv1.Scheduling)}, reason: isov1.ReasonVMIPending},
+		"stopped by a person: stuck":               {s: Scope{VM: vm(halted)}, reason: isov1.ReasonVMStopped, stuck: true, msg: "virtctl start tower-a"},
+		"stopping":                                 {s: Scope{VM: vm(halted), VMI: vmi(kubevirtv1.Running, deleting)}, reason: isov1.ReasonVMStopped, stuck: true},
+		"its launcher cannot be scheduled: stuck":  {s: Scope{VM: vm(), VMI: vmi(kubevirtv1.Scheduling), Launchers: []corev1.Pod{unschedulablePod("vmi-1")}, PlacedOn: "rt-1"}, reason: isov1.ReasonLauncherUnschedulable, stuck: true, msg: "Insufficient cpu"},
+		"an old VMI's launcher is not this one's":  {s: Scope{VM: vm(), VMI: vmi(kubevirtv1.Scheduling), Launchers: []corev1.Pod{unschedulablePod("vmi-0")}}, reason: isov1.ReasonVMIPending},
+		"its launcher refused by a quota: stuck":   {s: Scope{VM: vm(), VMI: vmi(kubevirtv1.Pending, refused)}, reason: isov1.ReasonLauncherRefused, stuck: true, msg: "exceeded quota"},
+		"refused before, its launcher created now": {s: Scope{VM: vm(), VMI: vmi(kubevirtv1.Pending, refused), Launchers: []corev1.Pod{unschedulablePod("vmi-1")}, PlacedOn: "rt-1"}, reason: isov1.ReasonLauncherUnschedulable, stuck: true},
 		"node lost: stuck until fenced": {s: Scope{VM: vm(), VMI: vmi(kubevirtv1.Running), Node: move.NodeState{Lost: true, Why: "node rt-1 has not been ready"}},
 			reason: isov1.ReasonNodeLost, stuck: true, msg: "presumed down"},
 		"node lost and fenced: progressing": {s: Scope{VM: vm(), VMI: vmi(kubevirtv1.Running), Node: move.NodeState{Lost: true, Fenced: true, Why: "node rt-1 was deleted"}},
@@ -158,6 +168,68 @@ func TestRestartTurn(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if got := RestartTurn("bms/m", tc.neighbours); got != tc.want {
 				t.Errorf("RestartTurn = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// A reservation goes after the bound only for a crawler a person stopped or whose
+// launcher the API server refuses; any other way down keeps it.
+func TestRelease(t *testing.T) {
+	at := func(m int) time.Time { return time.Date(2026, 11, 25, 12, m, 0, 0, time.UTC) }
+	down := func(reason string) *metav1.Condition {
+		return &metav1.Condition{Type: isov1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason}
+	}
+	cases := map[string]struct {
+		ready   *metav1.Condition
+		since   time.Time
+		release bool
+		wait    time.Duration
+	}{
+		"stopped within the bound":             {ready: down(isov1.ReasonVMStopped), since: at(0), wait: 4 * time.Minute},
+		"stopped for the bound":                {ready: down(isov1.ReasonVMStopped), since: at(-4), release: true},
+		"launcher refused within the bound":    {ready: down(isov1.ReasonLauncherRefused), since: at(5), wait: 9 * time.Minute},
+		"launcher refused for longer":          {ready: down(isov1.ReasonLauncherRefused), since: at(-30), release: true},
+		"a crash: KubeVirt restarts it":        {ready: down(isov1.ReasonVMIFailed), since: at(-30)},
+		"crash loop: KubeVirt starts it again": {ready: down(isov1.ReasonVMCrashLoop), since: at(-30)},
+		"node lost: the node's to fence":       {ready: down(isov1.ReasonNodeLost), since: at(-30)},
+		"unschedulable: it moves":              {ready: down(isov1.ReasonLauncherUnschedulable), since: at(-30)},
+		"running":                              {ready: &metav1.Condition{Type: isov1.ConditionReady, Status: metav1.ConditionTrue, Reason: isov1.ReasonVMIRunning}, since: at(-30)},
+		"no Ready yet":                         {ready: nil, since: at(-30)},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			release, wait := Release(tc.ready, tc.since, at(6), DefaultReleaseAfter)
+			if release != tc.release || wait != tc.wait {
+				t.Errorf("Release = %v, %s; want %v, %s", release, wait, tc.release, tc.wait)
+			}
+		})
+	}
+}
+
+// Down since: the open outage of a crawler that ran, else KubeVirt's first refusal of
+// its launcher, else when Ready turned.
+func TestDownSince(t *testing.T) {
+	at := func(m int) metav1.Time { return metav1.Time{Time: time.Date(2026, 11, 25, 12, m, 0, 0, time.UTC)} }
+	ready := &metav1.Condition{Type: isov1.ConditionReady, Status: metav1.ConditionFalse, LastTransitionTime: at(7)}
+	open := []isov1.Outage{{Cause: isov1.OutageStopped, Start: at(3)}, {Cause: isov1.OutageCrash, Start: at(1), End: ptr.To(at(2))}}
+	closed := open[1:]
+	cases := map[string]struct {
+		ready   *metav1.Condition
+		outages []isov1.Outage
+		vmi     *kubevirtv1.VirtualMachineInstance
+		want    time.Time
+	}{
+		"ran and stopped: its outage":              {ready: ready, outages: open, vmi: vmi(kubevirtv1.Pending, refused), want: at(3).Time},
+		"never ran, its launcher refused":          {ready: ready, outages: closed, vmi: vmi(kubevirtv1.Pending, refused), want: at(0).Time},
+		"never ran, no refusal: when Ready turned": {ready: ready, vmi: vmi(kubevirtv1.Pending), want: at(7).Time},
+		"Ready: not down":                          {ready: &metav1.Condition{Status: metav1.ConditionTrue}, outages: open},
+		"no Ready condition: not known to be down": {},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := DownSince(tc.ready, tc.outages, tc.vmi); !got.Equal(tc.want) {
+				t.Errorf("DownSince = %s, want %s", got, tc.want)
 			}
 		})
 	}

@@ -526,3 +526,27 @@ func TestRestarting(t *testing.T) {
 		})
 	}
 }
+
+// A crawler that holds no reservation is pinned to no node; any other is pinned to its.
+func TestParked(t *testing.T) {
+	cases := map[string]struct {
+		affinity *corev1.Affinity
+		parked   bool
+		pinned   string
+	}{
+		"pinned to a node":  {affinity: Affinity("rt-node-1"), pinned: "rt-node-1"},
+		"pinned to no node": {affinity: Affinity(""), parked: true},
+		"no affinity":       {affinity: nil},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			spec := &kubevirtv1.VirtualMachineInstanceSpec{Affinity: tc.affinity}
+			if got := Parked(spec); got != tc.parked {
+				t.Errorf("Parked = %v, want %v", got, tc.parked)
+			}
+			if got := PinnedNode(spec); got != tc.pinned {
+				t.Errorf("PinnedNode = %q, want %q", got, tc.pinned)
+			}
+		})
+	}
+}

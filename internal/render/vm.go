@@ -74,15 +74,36 @@ func VMInputsHash(in Input) string {
 	return hashOf(b)
 }
 
-// Affinity is the required node affinity that pins a crawler's VMI to node.
+// Affinity is the required node affinity that pins a crawler's VMI to node; for node ""
+// (a crawler that holds no reservation: Parked) it matches no node, so that a VMI started
+// meanwhile (virtctl start) waits, unscheduled, for isochron to place it.
 func Affinity(node string) *corev1.Affinity {
+	term := corev1.NodeSelectorRequirement{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}
+	if node == "" {
+		// Every node has its hostname label: the kubelet sets it.
+		term = corev1.NodeSelectorRequirement{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpDoesNotExist}
+	}
 	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
-			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
-				Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{node},
-			}}}},
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{term}}},
 		},
 	}}
+}
+
+// Parked says whether a VMI spec's affinity is Affinity(""): pinned to no node.
+func Parked(spec *kubevirtv1.VirtualMachineInstanceSpec) bool {
+	a := spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return false
+	}
+	for _, t := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		for _, e := range t.MatchExpressions {
+			if e.Key == corev1.LabelHostname && e.Operator == corev1.NodeSelectorOpDoesNotExist {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // UnmigratableDisk is a disk of the VMI spec that no live migration can carry, "" for

@@ -254,6 +254,17 @@ func TestRenderedVariantsAreAdmitted(t *testing.T) {
 	}
 }
 
+// A VM whose crawler gave up its reservation is pinned to no node (render.Affinity("")):
+// KubeVirt admits it, and the VMI started from it.
+func TestParkedVMIsAdmitted(t *testing.T) {
+	_, vm := variants()["dedicated, 1000 rps"].render(t)
+	vm.Spec.Template.Spec.Affinity = render.Affinity("")
+	if !render.Parked(&vm.Spec.Template.Spec) || render.PinnedNode(&vm.Spec.Template.Spec) != "" {
+		t.Fatalf("affinity %+v: want it parked, pinned to no node", vm.Spec.Template.Spec.Affinity)
+	}
+	admitVM(t, vm)
+}
+
 // The harness is not a rubber stamp: a rendered VMI broken the way a rendering bug
 // would break it is refused.
 func TestBrokenRenderingIsRefused(t *testing.T) {

@@ -1,0 +1,143 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/format"
+	"isochron.io/isochron/internal/readiness"
+	"isochron.io/isochron/internal/render"
+)
+
+// Capacity is held by what runs. A crawler that a person stopped (virtctl stop), or whose
+// launcher pod the API server refuses (its namespace's ResourceQuota, a policy), gives up
+// its reservation once it has been down so for releaseAfter (readiness.Release): its VM's
+// template is pinned to no node (render.Parked), a refused VMI is replaced by one of that
+// template, and the reservation leaves status and the ledger. It is placed again, by the
+// model and where a node still fits it, once a launcher of it exists (whileReleased):
+// virtctl start, or the quota raised, lets KubeVirt create one, which waits unscheduled
+// until isochron has placed the crawler and restarted the VMI on its node.
+
+// releaseIdle releases the reservation of a crawler down for releaseAfter because it was
+// stopped or its launcher is refused. It returns when to look again while it waits.
+func (r *CrawlerVMReconciler) releaseIdle(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter, w *world) (time.Duration, error) {
+	if cvm.Status.Move != nil || cvm.Status.Placement == nil || w.VM == nil {
+		return 0, nil
+	}
+	ready := apimeta.FindStatusCondition(cvm.Status.Conditions, isov1.ConditionReady)
+	since := readiness.DownSince(ready, cvm.Status.Outages, w.VMI)
+	release, wait := readiness.Release(ready, since, r.clock.Now(), r.releaseAfter)
+	if !release {
+		return wait, nil
+	}
+	node := cvm.Status.Placement.Node
+	why := fmt.Sprintf("down since %s (%s: %s)", since.UTC().Format(time.RFC3339), ready.Reason, ready.Message)
+	// The template first: a VMI started after the release must not run on the node it
+	// no longer holds.
+	if !render.Parked(&w.VM.Spec.Template.Spec) {
+		patch, err := render.AffinityPatch("")
+		if err != nil {
+			return 0, err
+		}
+		if err := r.Patch(ctx, w.VM, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return 0, fmt.Errorf("pinning VM %s to no node: %w", w.VM.Name, err)
+		}
+	}
+	if vmi := w.VMI; vmi != nil && vmi.DeletionTimestamp.IsZero() && !render.Parked(&vmi.Spec) {
+		// KubeVirt keeps trying to create the refused launcher, pinned to the node: the
+		// VMI it starts instead is of the parked template.
+		if err := r.Delete(ctx, vmi, client.Preconditions{UID: &vmi.UID}); client.IgnoreNotFound(err) != nil {
+			return 0, fmt.Errorf("replacing VMI %s by one pinned to no node: %w", vmi.Name, err)
+		}
+	}
+	msg := fmt.Sprintf("the reservation on node %s was released: the crawler was %s for longer than %s; it is placed again, where a node still fits it, once a launcher of it exists (virtctl start, or what refused it admits it)",
+		node, why, format.Duration(r.releaseAfter))
+	apply := func() {
+		cvm.Status.Placement = nil
+		setCondition(cvm, isov1.ConditionPlaced, false, isov1.ReasonReleased, msg)
+		apimeta.RemoveStatusCondition(&cvm.Status.Conditions, isov1.ConditionAtRisk) // it holds no node
+	}
+	if err := r.placer.Drop(ctx, cvm, apply, func() error { return st.persist(ctx, cvm) }); err != nil {
+		return 0, err
+	}
+	r.Recorder.Event(cvm, corev1.EventTypeNormal, isov1.ReasonReleased, capitalise(msg))
+	return 0, nil
+}
+
+// whileReleased decides for a crawler whose reservation was released whether it asks
+// for one again: a launcher pod of its VM's VMI exists (KubeVirt started it, and the API
+// server admitted its pod), or it has no VM. Otherwise its Ready condition says what keeps
+// it down, and the reconcile is done.
+func (r *CrawlerVMReconciler) whileReleased(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter) (place bool, err error) {
+	w, err := r.readWorld(ctx, cvm)
+	if err != nil {
+		return false, err
+	}
+	if w.VM == nil {
+		return true, nil
+	}
+	st.world = w
+	vmi, _ := readiness.VMIOf(w.VM, w.VMI, cvm.UID)
+	if launched(vmi, w.Launchers) {
+		return true, nil
+	}
+	scope := w.Scope
+	scope.VMI = vmi
+	v := readiness.Judge(scope)
+	v.Stuck = true
+	v.Message += "; the crawler holds no reservation (Placed=False, Released) until a launcher of it exists"
+	r.setReady(cvm, st, v)
+	return false, nil
+}
+
+// launched says whether a launcher pod of vmi exists and is not going.
+func launched(vmi *kubevirtv1.VirtualMachineInstance, pods []corev1.Pod) bool {
+	if vmi == nil || !vmi.DeletionTimestamp.IsZero() || vmi.IsFinal() {
+		return false
+	}
+	for _, p := range pods {
+		if p.Labels[kubevirtv1.CreatedByLabel] == string(vmi.UID) && p.DeletionTimestamp.IsZero() {
+			return true
+		}
+	}
+	return false
+}
+
+// replaceParked restarts a VMI started while the crawler held no reservation, once it
+// holds one again: its launcher waits, unscheduled, on an affinity no node matches, and
+// KubeVirt starts the next VMI from the template, now pinned to the crawler's node. It
+// reports whether it did.
+func (r *CrawlerVMReconciler) replaceParked(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter, vmi *kubevirtv1.VirtualMachineInstance, node string) (bool, error) {
+	if vmi == nil || !vmi.DeletionTimestamp.IsZero() || !render.Parked(&vmi.Spec) {
+		return false, nil
+	}
+	if err := r.Delete(ctx, vmi, client.Preconditions{UID: &vmi.UID}); client.IgnoreNotFound(err) != nil {
+		return false, fmt.Errorf("restarting VMI %s on node %s: %w", vmi.Name, node, err)
+	}
+	msg := fmt.Sprintf("VMI %s was started while the crawler held no reservation; it starts again on node %s, where the crawler is placed now", vmi.Name, node)
+	st.event(cvm, corev1.EventTypeNormal, isov1.ReasonVMIReplacing, msg)
+	r.setReady(cvm, st, readiness.Progress(isov1.ReasonVMIReplacing, msg))
+	return true, nil
+}
+
+// Drop releases the crawler's reservation: apply records the release in cvm's status
+// under the decision lock, and persist writes it after the lock is released; the node
+// keeps counting it until the write lands.
+func (p *placer) Drop(ctx context.Context, cvm *isov1.CrawlerVM, apply func(), persist func() error) error {
+	if err := p.ensureLedger(ctx); err != nil {
+		return err
+	}
+	p.decide.Lock(p.clock.Now())
+	apply()
+	change := p.ledger.Assume(nil, []string{cvm.Namespace + "/" + cvm.Name})
+	p.decide.Unlock()
+	return p.persist(change, persist)
+}
