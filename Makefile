@@ -90,8 +90,13 @@ test-integration: envtest-bins $(KUSTOMIZE) ## Run the operator against a real k
 test-admission: ## Judge every rendered VMI with KubeVirt's own admission code (module test/kubevirt).
 	cd test/kubevirt && $(GO) test ./... -count=1
 
+.PHONY: docs-check
+docs-check: ## Check the links of README, CHANGELOG, DEVELOPERS and docs/ and the alerts' runbook_url (hack/linkcheck; no network).
+	$(GO) test ./hack/linkcheck
+	$(GO) run ./hack/linkcheck
+
 .PHONY: test
-test: vet verify-generated lint test-unit test-rules test-integration test-admission test-e2e-config ## Run every test: linters, unit, Prometheus rules, integration on a real API server, KubeVirt admission, e2e configs.
+test: docs-check vet verify-generated lint test-unit test-rules test-integration test-admission test-e2e-config ## Run every test: links in the docs, linters, unit, Prometheus rules, integration on a real API server, KubeVirt admission, e2e configs.
 
 ##@ Demo (hack/demo)
 
