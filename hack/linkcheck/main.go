@@ -5,9 +5,10 @@
 //     URL: the file or folder exists, relative to the document, and a #anchor names a
 //     heading of the Markdown file it points into (GitHub's slugs), or of the document
 //     itself for a bare #anchor;
-//   - citations of a Markdown file in the text, `docs/placement.md` or placement.md#tests:
-//     the file exists (relative to the document, else to the repository) and so does the
-//     anchor;
+//   - citations of a Markdown file in the text, `docs/placement.md`, placement.md#tests or
+//     probes.md, "What a probe trusts": the file exists (relative to the document, else
+//     to the repository) and so does the anchor, or a heading that begins with the
+//     section named;
 //   - repository paths in backticks, `config/samples/rt-net.yaml`: they exist (for a Go
 //     symbol, `internal/slo.Judge`, its package's folder);
 //   - the runbook_url annotations of config/prometheus (rules and promtool tests): each
@@ -51,7 +52,9 @@ var (
 	codeSpan      = regexp.MustCompile("`([^`]+)`")
 	url           = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://\S+`)
 	// A Markdown file named in the text, with an optional anchor.
-	mdCitation = regexp.MustCompile(`(?:^|[^A-Za-z0-9_./-])((?:[A-Za-z0-9_.-]+/)*[A-Za-z0-9_-]+\.md)(#[A-Za-z0-9_-]+)?`)
+	// A Markdown file named in the text, with an optional anchor or a section named after
+	// it: docs/probes.md, "What a probe trusts".
+	mdCitation = regexp.MustCompile(`(?:^|[^A-Za-z0-9_./-])((?:[A-Za-z0-9_.-]+/)*[A-Za-z0-9_-]+\.md)(#[A-Za-z0-9_-]+)?` + "`?" + `(?:,\s+"([^"]+)")?`)
 	// A repository path in backticks: the whole code span.
 	repoPath = regexp.MustCompile(`^(?:` + strings.Join(topFolders, "|") + `)/[A-Za-z0-9_./-]*(?:#[A-Za-z0-9_-]+)?$`)
 	// A Go package's symbol, internal/slo.Judge: the package's folder is what must exist.
@@ -193,19 +196,16 @@ func (c *checker) document(file string) error {
 		}
 		for _, m := range codeSpan.FindAllStringSubmatch(text, -1) {
 			p := strings.TrimRight(m[1], ".,:;")
-			if !repoPath.MatchString(p) || strings.Contains(p, "..") {
-				continue
+			if !repoPath.MatchString(p) || strings.Contains(p, "..") || mdCitation.MatchString(p) {
+				continue // a Markdown file is checked as a citation, below
 			}
 			if !c.exists(p) {
 				p = goSymbol.ReplaceAllString(p, "$1")
 			}
-			c.citation(file, n, "", p)
+			c.citation(file, n, "", p, "")
 		}
 		for _, m := range mdCitation.FindAllStringSubmatch(text, -1) {
-			if strings.Contains(m[1], "/") && repoPath.MatchString(m[1]+m[2]) {
-				continue // a repository path in backticks, checked above
-			}
-			c.citation(file, n, dir, m[1]+m[2])
+			c.citation(file, n, dir, m[1]+m[2], m[3])
 		}
 	}
 	return nil
@@ -225,34 +225,17 @@ func (c *checker) link(file string, line int, dir, target string) {
 	c.target(file, line, target, p, anchor)
 }
 
-// citation checks a path named in the text: relative to dir, else to the repository.
-func (c *checker) citation(file string, line int, dir, target string) {
+// citation checks a path named in the text: relative to dir, else to the repository;
+// and the section a Markdown file's citation names, if any.
+func (c *checker) citation(file string, line int, dir, target, section string) {
 	p, anchor, _ := strings.Cut(target, "#")
+	p = path.Clean(p)
 	if dir != "" && dir != "." {
 		if rel := path.Join(dir, p); c.exists(rel) {
-			c.target(file, line, target, rel, anchor)
-			return
+			p = rel
 		}
 	}
-	c.target(file, line, target, path.Clean(p), anchor)
-}
-
-func (c *checker) exists(p string) bool {
-	_, err := os.Stat(filepath.Join(c.root, filepath.FromSlash(p)))
-	return err == nil
-}
-
-// target checks that the repository path p exists and, for a Markdown file, has the anchor.
-func (c *checker) target(file string, line int, target, p, anchor string) {
-	if strings.HasPrefix(p, "../") || p == ".." {
-		c.report(file, line, target, "points outside the repository")
-		return
-	}
-	if !c.exists(p) {
-		c.report(file, line, target, "no such file or folder "+p)
-		return
-	}
-	if anchor == "" || !strings.HasSuffix(p, ".md") {
+	if !c.target(file, line, target, p, anchor) || section == "" {
 		return
 	}
 	as, err := c.anchorsOf(p)
@@ -260,9 +243,49 @@ func (c *checker) target(file string, line int, target, p, anchor string) {
 		c.report(file, line, target, err.Error())
 		return
 	}
+	// A section is cited by its heading or the heading's beginning: "Recalibration"
+	// for "Recalibration: what probes measure corrects the model".
+	want := slug(section)
+	for a := range as {
+		if strings.HasPrefix(a, want) {
+			return
+		}
+	}
+	c.report(file, line, fmt.Sprintf("%s, %q", target, section), "no heading that begins so in "+p)
+}
+
+func (c *checker) exists(p string) bool {
+	_, err := os.Stat(filepath.Join(c.root, filepath.FromSlash(p)))
+	return err == nil
+}
+
+// target checks that the repository path p exists and, for a Markdown file, has the
+// anchor; it reports whether p is a Markdown file that exists.
+func (c *checker) target(file string, line int, target, p, anchor string) bool {
+	if strings.HasPrefix(p, "../") || p == ".." {
+		c.report(file, line, target, "points outside the repository")
+		return false
+	}
+	if !c.exists(p) {
+		c.report(file, line, target, "no such file or folder "+p)
+		return false
+	}
+	if !strings.HasSuffix(p, ".md") {
+		return false
+	}
+	if anchor == "" {
+		return true
+	}
+	as, err := c.anchorsOf(p)
+	if err != nil {
+		c.report(file, line, target, err.Error())
+		return false
+	}
 	if !as[strings.ToLower(anchor)] {
 		c.report(file, line, target, fmt.Sprintf("no heading with anchor #%s in %s", anchor, p))
+		return false
 	}
+	return true
 }
 
 // anchorsOf returns the anchors of a Markdown file's headings, as GitHub makes them, and

@@ -48,7 +48,7 @@ func TestChecker(t *testing.T) {
 	write("README.md", strings.Join([]string{
 		"[ok](docs/ops.md#slo-burn-rate) [dup](docs/ops.md#alerts-1) [self](#isochron)",
 		"[gone](docs/missing.md) [bad anchor](docs/ops.md#nope) [out](../shared/x.md)",
-		"See docs/ops.md#alerts and `internal/slo.Judge` and `internal/nowhere`.",
+		"See docs/ops.md#alerts and `internal/slo.Judge` and `internal/nowhere`; docs/ops.md, \"Alerts\"; docs/ops.md, \"Pages\".",
 		"```sh",
 		"cat docs/missing-in-code.md",
 		"```",
@@ -70,6 +70,7 @@ func TestChecker(t *testing.T) {
 		`README.md:2: "docs/ops.md#nope": no heading with anchor #nope in docs/ops.md`,
 		`README.md:2: "../shared/x.md": points outside the repository`,
 		`README.md:3: "internal/nowhere": no such file or folder internal/nowhere`,
+		`README.md:3: "docs/ops.md, \"Pages\"": no heading that begins so in docs/ops.md`,
 		`config/prometheus/rules.yaml:2: "https://x/blob/main/docs/ops.md#gone": no heading with anchor #gone in docs/ops.md`,
 		`config/prometheus/rules.yaml:3: "docs/ops.md#slo-burn-rate": a runbook_url must start with https://x/blob/main/ and name a document of this repository`,
 	}
