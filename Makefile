@@ -107,7 +107,7 @@ demo: $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd ## Start a local c
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(LOCALBIN)/manager ./cmd/manager
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) CGO_ENABLED=0 $(GO) run -trimpath ./hack/demo --bin $(LOCALBIN)
 
-##@ Benchmarks (figures in docs/placement.md and docs/contention-model.md)
+##@ Benchmarks (figures in docs/benchmarks.md)
 
 # make bench-placement CRAWLERS=5000 NODES=500; QPS is both clients' (manager, kube-scheduler).
 CRAWLERS ?= 2000
@@ -130,7 +130,7 @@ SCALE_STEADY ?= 30s
 GOMEMLIMIT_MANAGER ?= 440MiB
 
 .PHONY: bench-scale
-bench-scale: envtest-bins ## The manager binary on a real kube-apiserver: SCALE_CRAWLERS crawlers on SCALE_NODES RT nodes, without and then with OTHER_PODS other pods (and OTHER_NODES ordinary nodes): time to place all, CPU, peak and idle RSS (docs/placement.md).
+bench-scale: envtest-bins ## The manager binary on a real kube-apiserver: SCALE_CRAWLERS crawlers on SCALE_NODES RT nodes, without and then with OTHER_PODS other pods (and OTHER_NODES ordinary nodes): time to place all, CPU, peak and idle RSS (docs/benchmarks.md, "Scale").
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(LOCALBIN)/manager ./cmd/manager
 	for pods in 0 $(OTHER_PODS); do \
 		KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) run ./hack/bench-placement -manager $(LOCALBIN)/manager -skip-scheduler \
