@@ -33,6 +33,14 @@ IMG ?= isochron/manager:$(VERSION)
 PROBE_IMG ?= isochron/rtprobe:$(VERSION)
 NIC_AGENT_IMG ?= isochron/nic-agent:$(VERSION)
 
+# The alerts' runbook_url (config/prometheus/rules.yaml) is this base followed by
+# docs/operations.md#<alert>. The rules hold RUNBOOK_BASE_URL_SOURCE, so that `kubectl apply
+# -k` installs working links; `make deploy RUNBOOK_BASE_URL=...` points them at your copy
+# of the docs (a fork, or a release: .../blob/v0.1.0/), and `make docs-check` checks that
+# every runbook_url starts with RUNBOOK_BASE_URL_SOURCE and names a heading that exists.
+RUNBOOK_BASE_URL_SOURCE := https://github.com/isochron/isochron/blob/main/
+RUNBOOK_BASE_URL ?= $(RUNBOOK_BASE_URL_SOURCE)
+
 LOCALBIN := $(shell pwd)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
@@ -93,7 +101,7 @@ test-admission: ## Judge every rendered VMI with KubeVirt's own admission code (
 .PHONY: docs-check
 docs-check: ## Check the links of README, CHANGELOG, DEVELOPERS and docs/ and the alerts' runbook_url (hack/linkcheck; no network).
 	$(GO) test ./hack/linkcheck
-	$(GO) run ./hack/linkcheck
+	$(GO) run ./hack/linkcheck -runbook-base $(RUNBOOK_BASE_URL_SOURCE)
 
 .PHONY: test
 test: docs-check vet verify-generated lint test-unit test-rules test-integration test-admission test-e2e-config ## Run every test: links in the docs, linters, unit, Prometheus rules, integration on a real API server, KubeVirt admission, e2e configs.
@@ -161,12 +169,15 @@ install: $(KUSTOMIZE) ## Install the CRDs (CrawlerVM, ContentionProfile) into th
 	$(KUSTOMIZE) build config/crd | kubectl apply --server-side -f -
 
 .PHONY: deploy
-deploy: $(KUSTOMIZE) ## Install CRDs, RBAC and manager (config/default) into the current cluster.
-	$(KUSTOMIZE) build config/default | kubectl apply --server-side -f -
+deploy: $(KUSTOMIZE) ## Install CRDs, RBAC and manager (config/default) into the current cluster; alerts' runbooks under RUNBOOK_BASE_URL.
+	$(KUSTOMIZE) build config/default | $(RUNBOOK_BASE) | kubectl apply --server-side -f -
 
 .PHONY: undeploy
 undeploy: $(KUSTOMIZE) ## Remove what deploy installed.
-	$(KUSTOMIZE) build config/default | kubectl delete --ignore-not-found -f -
+	$(KUSTOMIZE) build config/default | $(RUNBOOK_BASE) | kubectl delete --ignore-not-found -f -
+
+# Rewrites the runbook_url base of a kustomize build's output to RUNBOOK_BASE_URL.
+RUNBOOK_BASE = sed 's|^\( *runbook_url: \)$(RUNBOOK_BASE_URL_SOURCE)|\1$(RUNBOOK_BASE_URL)|'
 
 # Tools, installed into bin/ at the pinned versions.
 
