@@ -33,6 +33,14 @@ IMG ?= isochron/manager:$(VERSION)
 PROBE_IMG ?= isochron/rtprobe:$(VERSION)
 NIC_AGENT_IMG ?= isochron/nic-agent:$(VERSION)
 
+# The alerts' runbook_url (config/prometheus/rules.yaml) is this base followed by
+# docs/operations.md#<alert>. The rules hold RUNBOOK_BASE_URL_SOURCE, so that `kubectl apply
+# -k` installs working links; `make deploy RUNBOOK_BASE_URL=...` points them at your copy
+# of the docs (a fork, or a release: .../blob/v0.1.0/), and `make docs-check` checks that
+# every runbook_url starts with RUNBOOK_BASE_URL_SOURCE and names a heading that exists.
+RUNBOOK_BASE_URL_SOURCE := https://github.com/isochron/isochron/blob/main/
+RUNBOOK_BASE_URL ?= $(RUNBOOK_BASE_URL_SOURCE)
+
 LOCALBIN := $(shell pwd)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
@@ -90,8 +98,13 @@ test-integration: envtest-bins $(KUSTOMIZE) ## Run the operator against a real k
 test-admission: ## Judge every rendered VMI with KubeVirt's own admission code (module test/kubevirt).
 	cd test/kubevirt && $(GO) test ./... -count=1
 
+.PHONY: docs-check
+docs-check: ## Check the links of README, CHANGELOG, DEVELOPERS and docs/ and the alerts' runbook_url (hack/linkcheck; no network).
+	$(GO) test ./hack/linkcheck
+	$(GO) run ./hack/linkcheck -runbook-base $(RUNBOOK_BASE_URL_SOURCE)
+
 .PHONY: test
-test: vet verify-generated lint test-unit test-rules test-integration test-admission test-e2e-config ## Run every test: linters, unit, Prometheus rules, integration on a real API server, KubeVirt admission, e2e configs.
+test: docs-check vet verify-generated lint test-unit test-rules test-integration test-admission test-e2e-config ## Run every test: links in the docs, linters, unit, Prometheus rules, integration on a real API server, KubeVirt admission, e2e configs.
 
 ##@ Demo (hack/demo)
 
@@ -102,7 +115,7 @@ demo: $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd ## Start a local c
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(LOCALBIN)/manager ./cmd/manager
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) CGO_ENABLED=0 $(GO) run -trimpath ./hack/demo --bin $(LOCALBIN)
 
-##@ Benchmarks (figures in docs/placement.md and docs/contention-model.md)
+##@ Benchmarks (figures in docs/benchmarks.md)
 
 # make bench-placement CRAWLERS=5000 NODES=500; QPS is both clients' (manager, kube-scheduler).
 CRAWLERS ?= 2000
@@ -125,7 +138,7 @@ SCALE_STEADY ?= 30s
 GOMEMLIMIT_MANAGER ?= 440MiB
 
 .PHONY: bench-scale
-bench-scale: envtest-bins ## The manager binary on a real kube-apiserver: SCALE_CRAWLERS crawlers on SCALE_NODES RT nodes, without and then with OTHER_PODS other pods (and OTHER_NODES ordinary nodes): time to place all, CPU, peak and idle RSS (docs/placement.md).
+bench-scale: envtest-bins ## The manager binary on a real kube-apiserver: SCALE_CRAWLERS crawlers on SCALE_NODES RT nodes, without and then with OTHER_PODS other pods (and OTHER_NODES ordinary nodes): time to place all, CPU, peak and idle RSS (docs/benchmarks.md, "Scale").
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(LOCALBIN)/manager ./cmd/manager
 	for pods in 0 $(OTHER_PODS); do \
 		KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) run ./hack/bench-placement -manager $(LOCALBIN)/manager -skip-scheduler \
@@ -156,12 +169,15 @@ install: $(KUSTOMIZE) ## Install the CRDs (CrawlerVM, ContentionProfile) into th
 	$(KUSTOMIZE) build config/crd | kubectl apply --server-side -f -
 
 .PHONY: deploy
-deploy: $(KUSTOMIZE) ## Install CRDs, RBAC and manager (config/default) into the current cluster.
-	$(KUSTOMIZE) build config/default | kubectl apply --server-side -f -
+deploy: $(KUSTOMIZE) ## Install CRDs, RBAC and manager (config/default) into the current cluster; alerts' runbooks under RUNBOOK_BASE_URL.
+	$(KUSTOMIZE) build config/default | $(RUNBOOK_BASE) | kubectl apply --server-side -f -
 
 .PHONY: undeploy
 undeploy: $(KUSTOMIZE) ## Remove what deploy installed.
-	$(KUSTOMIZE) build config/default | kubectl delete --ignore-not-found -f -
+	$(KUSTOMIZE) build config/default | $(RUNBOOK_BASE) | kubectl delete --ignore-not-found -f -
+
+# Rewrites the runbook_url base of a kustomize build's output to RUNBOOK_BASE_URL.
+RUNBOOK_BASE = sed 's|^\( *runbook_url: \)$(RUNBOOK_BASE_URL_SOURCE)|\1$(RUNBOOK_BASE_URL)|'
 
 # Tools, installed into bin/ at the pinned versions.
 

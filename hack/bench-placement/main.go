@@ -1,6 +1,6 @@
 // Command bench-placement measures placement throughput on a real kube-apiserver and
 // etcd, isochron's against kube-scheduler's, in one run (make bench-placement,
-// docs/placement.md):
+// figures in docs/benchmarks.md, "Scale"):
 //
 //  1. M fake RT nodes are registered and N CrawlerVMs created (scale.Mix) before anything
 //     decides;

@@ -38,7 +38,7 @@ type writeCost struct {
 }
 
 // measureWrites times, on the same API server, the write each side makes per decision and
-// two controls (docs/placement.md, "What a decision's write costs"):
+// two controls (docs/benchmarks.md, "What a decision's write costs"):
 //
 //   - a CrawlerVM's status written as the manager writes a decision (a JSON merge patch
 //     with an optimistic lock), on a fresh copy of each crawler the manager decided;

@@ -1,7 +1,7 @@
 ##@ Probes: rtprobe beside the standard tools (hack/probe-compare, docs/probes.md)
 
 # Side-by-side comparisons of rtprobe with the standard tools on this machine; the
-# figures go into docs/probes.md. Expects GO from the main Makefile.
+# figures go into docs/benchmarks.md. Expects GO from the main Makefile.
 
 # The timer against cyclictest. Run as root (SCHED_FIFO, mlockall). Knobs: ROUNDS,
 # DURATION_S, CPU, PRIORITY, INTERVAL_US, CYCLICTEST_EXTRA (see the script).

@@ -434,7 +434,7 @@ func TestDashboard(t *testing.T) {
 func TestAlerts(t *testing.T) {
 	m := loadMonitoring(t)
 	used := map[string]bool{}
-	anchor := regexp.MustCompile(`docs/operations\.md#([a-z0-9-]+)$`)
+	anchor := regexp.MustCompile(`^https://\S+/docs/operations\.md#([a-z0-9-]+)$`) // absolute: a runbook link works from Alertmanager
 	for _, g := range m.rules[0].Spec.Groups {
 		for _, r := range g.Rules {
 			if !balanced(r.Expr.String()) {
@@ -460,7 +460,7 @@ func TestAlerts(t *testing.T) {
 			}
 			mm := anchor.FindStringSubmatch(r.Annotations["runbook_url"])
 			if mm == nil || !slices.Contains(runbookAnchors, mm[1]) {
-				t.Errorf("%s: runbook_url %q, want docs/operations.md#<one of %v>", r.Alert, r.Annotations["runbook_url"], runbookAnchors)
+				t.Errorf("%s: runbook_url %q, want https://.../docs/operations.md#<one of %v>", r.Alert, r.Annotations["runbook_url"], runbookAnchors)
 				continue
 			}
 			used[mm[1]] = true
