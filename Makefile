@@ -165,16 +165,28 @@ build: ## Build the manager, isochronctl, nic-agent and rtprobe static (CGO_ENAB
 ##@ Deployment (config/)
 
 .PHONY: install
-install: $(KUSTOMIZE) ## Install the CRDs (CrawlerVM, ContentionProfile) into the cluster of the current kubeconfig.
-	$(KUSTOMIZE) build config/crd | kubectl apply --server-side -f -
+install: $(KUSTOMIZE) ## Install the CRDs (CrawlerVM, ContentionProfile, NodeCalibration) and the policy that keeps them from an accidental delete into the cluster of the current kubeconfig.
+	$(KUSTOMIZE) build config/default | kubectl apply --server-side -l app.kubernetes.io/component=api -f -
 
 .PHONY: deploy
 deploy: $(KUSTOMIZE) ## Install CRDs, RBAC and manager (config/default) into the current cluster; alerts' runbooks under RUNBOOK_BASE_URL.
 	$(KUSTOMIZE) build config/default | $(RUNBOOK_BASE) | kubectl apply --server-side -f -
 
+.PHONY: deploy-monitoring
+deploy-monitoring: $(KUSTOMIZE) ## Add monitoring (config/monitoring: ServiceMonitor, PodMonitor, rules, dashboard) where prometheus-operator runs; alerts' runbooks under RUNBOOK_BASE_URL.
+	$(KUSTOMIZE) build config/monitoring | $(RUNBOOK_BASE) | kubectl apply --server-side -f -
+
 .PHONY: undeploy
-undeploy: $(KUSTOMIZE) ## Remove what deploy installed.
-	$(KUSTOMIZE) build config/default | $(RUNBOOK_BASE) | kubectl delete --ignore-not-found -f -
+undeploy: $(KUSTOMIZE) ## Remove isochron (and its monitoring), leaving the CRDs, every CrawlerVM and its running VM; deploy again adopts them.
+	$(KUSTOMIZE) build config/monitoring | kubectl delete --ignore-not-found -f - 2>/dev/null || true
+	$(KUSTOMIZE) build config/default | kubectl delete --ignore-not-found -l 'app.kubernetes.io/component!=api' -f -
+
+.PHONY: uninstall
+uninstall: $(KUSTOMIZE) ## Remove isochron's CRDs after undeploy: refused while any CrawlerVM exists (deleting a CRD deletes each crawler and its VM).
+	@n=$$(kubectl get crawlervms.isochron.io -A --no-headers --ignore-not-found 2>/dev/null | wc -l); \
+	if [ "$$n" -gt 0 ]; then echo "uninstall: $$n CrawlerVMs exist; delete them first (each one's VM goes with it), then run make uninstall again" >&2; exit 1; fi
+	kubectl annotate crd -l app.kubernetes.io/name=isochron,app.kubernetes.io/component=api isochron.io/uninstall=delete-every-crawler --overwrite
+	$(KUSTOMIZE) build config/default | kubectl delete --ignore-not-found -l app.kubernetes.io/component=api -f -
 
 # Rewrites the runbook_url base of a kustomize build's output to RUNBOOK_BASE_URL.
 RUNBOOK_BASE = sed 's|^\( *runbook_url: \)$(RUNBOOK_BASE_URL_SOURCE)|\1$(RUNBOOK_BASE_URL)|'

@@ -250,14 +250,6 @@ func deploy(ctx context.Context) error {
 		return fmt.Errorf("waiting for namespace %s: %w", operatorNS, err)
 	}
 	for _, o := range objs {
-		gvk := o.GroupVersionKind()
-		if gvk.Group == "monitoring.coreos.com" {
-			// config/default's monitoring component: only where prometheus-operator runs.
-			if _, err := cl.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
-				fmt.Printf("e2e: skipping %s %s: the cluster does not serve %s (no prometheus-operator)\n", gvk.Kind, o.GetName(), gvk.GroupVersion())
-				continue
-			}
-		}
 		if err := cl.Patch(ctx, o, client.Apply, fieldOwner, client.ForceOwnership); err != nil {
 			return fmt.Errorf("applying %s %s: %w", o.GetKind(), o.GetName(), err)
 		}

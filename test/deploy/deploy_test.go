@@ -29,6 +29,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -132,14 +133,26 @@ func apply(t *testing.T, objs []*unstructured.Unstructured, dryRun bool) {
 func TestInstallRunScrapeReapply(t *testing.T) {
 	ctx := context.Background()
 	def := build(t, "config/default")
-	kinds := map[string]bool{}
-	for _, o := range def {
-		kinds[o.GetKind()] = true
+	monitoring := build(t, "config/monitoring")
+	for dir, want := range map[string][]string{
+		"config/default": {"CustomResourceDefinition", "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "ConfigMap",
+			"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "DaemonSet", "PodDisruptionBudget", "PriorityClass"},
+		"config/monitoring": {"ServiceMonitor", "PodMonitor", "PrometheusRule", "ConfigMap", "ClusterRoleBinding"},
+	} {
+		kinds := map[string]bool{}
+		for _, o := range map[string][]*unstructured.Unstructured{"config/default": def, "config/monitoring": monitoring}[dir] {
+			kinds[o.GetKind()] = true
+		}
+		for _, k := range want {
+			if !kinds[k] {
+				t.Errorf("%s has no %s", dir, k)
+			}
+		}
 	}
-	for _, k := range []string{"CustomResourceDefinition", "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "ServiceMonitor", "PodMonitor", "PrometheusRule", "ConfigMap",
-		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "DaemonSet", "PodDisruptionBudget", "PriorityClass"} {
-		if !kinds[k] {
-			t.Errorf("config/default has no %s", k)
+	// config/default installs where prometheus-operator does not run.
+	for _, o := range def {
+		if strings.HasSuffix(o.GroupVersionKind().Group, "monitoring.coreos.com") {
+			t.Errorf("config/default has %s %s, which needs prometheus-operator: it belongs in config/monitoring", o.GetKind(), o.GetName())
 		}
 	}
 	samples := build(t, "config/samples")
@@ -151,6 +164,8 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 		t.FailNow()
 	}
 	apply(t, def, false)
+	apply(t, monitoring, true)
+	apply(t, monitoring, false)
 
 	// The manager binary, as the Deployment runs it, with the ServiceAccount's token.
 	kubeconfig := serviceAccountKubeconfig(t, systemNS, managerSA)
@@ -386,6 +401,44 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 		}
 		if err := env.Client.Delete(ctx, kept); err != nil {
 			t.Error(err)
+		}
+	})
+
+	t.Run("deleting isochron's CRDs is refused unless asked for by name", func(t *testing.T) {
+		// A user's `kubectl delete -k config/default` (or a tool's prune) would delete
+		// every CrawlerVM, and with each its VM: the CRDs go only when annotated, as
+		// `make uninstall` does once no crawler is left. Dry runs: admission decides them.
+		crd := &unstructured.Unstructured{}
+		crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: "crawlervms.isochron.io"}, crd); err != nil {
+			t.Fatal(err)
+		}
+		if crd.GetLabels()["app.kubernetes.io/component"] != "api" {
+			t.Errorf("CRD labels %v: want app.kubernetes.io/component=api, which make undeploy leaves and make uninstall removes", crd.GetLabels())
+		}
+		waitFor(t, "the CRD's delete refused", func() (bool, string) {
+			err := env.Client.Delete(ctx, crd.DeepCopy(), client.DryRunAll)
+			return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "make uninstall"), fmt.Sprint(err)
+		})
+		// Asked for by name (the annotation stored, as make uninstall writes it): admitted.
+		patch := client.MergeFrom(crd.DeepCopy())
+		annotations := crd.GetAnnotations()
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations["isochron.io/uninstall"] = "delete-every-crawler"
+		crd.SetAnnotations(annotations)
+		if err := env.Client.Patch(ctx, crd, patch); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Client.Delete(ctx, crd.DeepCopy(), client.DryRunAll); err != nil {
+			t.Errorf("dry-run delete of the annotated CRD: %v, want it admitted", err)
+		}
+		undo := client.MergeFrom(crd.DeepCopy())
+		delete(annotations, "isochron.io/uninstall")
+		crd.SetAnnotations(annotations)
+		if err := env.Client.Patch(ctx, crd, undo); err != nil {
+			t.Fatal(err)
 		}
 	})
 
