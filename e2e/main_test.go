@@ -66,6 +66,7 @@ const (
 	operatorNS  = "isochron-system"
 	operatorDep = "isochron-controller-manager"
 	nicAgentDS  = "isochron-nic-agent"
+	nicAgentNS  = "isochron-nic-agent"
 	// networksConfigMap holds the administrator's RT-network settings.
 	networksConfigMap = "isochron-networks"
 	fieldOwner        = client.FieldOwner("isochron-e2e")
@@ -340,7 +341,7 @@ func saveArtifacts(name, namespace string) {
 		"operator.log":         {"logs", "-n", operatorNS, "-l", "control-plane=controller-manager", "--all-containers", "--prefix", "--tail=-1"},
 		"operator-pods.yaml":   {"get", "pods", "-n", operatorNS, "-o", "yaml"},
 		"operator-events.yaml": {"get", "events", "-n", operatorNS, "-o", "yaml"},
-		"nic-agent.log":        {"logs", "-n", operatorNS, "-l", "app.kubernetes.io/component=nic-agent", "--all-containers", "--prefix", "--tail=-1"},
+		"nic-agent.log":        {"logs", "-n", nicAgentNS, "-l", "app.kubernetes.io/component=nic-agent", "--all-containers", "--prefix", "--tail=-1"},
 		"node-events.yaml":     {"get", "events", "-A", "--field-selector", "involvedObject.kind=Node", "-o", "yaml"},
 	}
 	if namespace != "" {

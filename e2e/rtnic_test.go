@@ -306,7 +306,7 @@ func waitForNICAgent(ctx context.Context, t *testing.T, node string) string {
 	var name string
 	waitFor(t, agentTimeout, "the NIC agent Ready on "+node, func() (bool, string, error) {
 		pods := &corev1.PodList{}
-		if err := cl.List(ctx, pods, client.InNamespace(operatorNS), client.MatchingLabels{"app.kubernetes.io/component": "nic-agent"}); err != nil {
+		if err := cl.List(ctx, pods, client.InNamespace(nicAgentNS), client.MatchingLabels{"app.kubernetes.io/component": "nic-agent"}); err != nil {
 			return false, "", err
 		}
 		for _, p := range pods.Items {
@@ -483,14 +483,14 @@ func uplinkUnavailable(ctx context.Context, t *testing.T, node, uplink string, s
 func readUplink(ctx context.Context, t *testing.T, node, link string) nic.Readback {
 	t.Helper()
 	pods := &corev1.PodList{}
-	if err := cl.List(ctx, pods, client.InNamespace(operatorNS), client.MatchingLabels{"app.kubernetes.io/component": "nic-agent"}); err != nil {
+	if err := cl.List(ctx, pods, client.InNamespace(nicAgentNS), client.MatchingLabels{"app.kubernetes.io/component": "nic-agent"}); err != nil {
 		t.Fatalf("listing the NIC agent's pods: %v", err)
 	}
 	for _, p := range pods.Items {
 		if p.Spec.NodeName != node || p.Status.Phase != corev1.PodRunning {
 			continue
 		}
-		args := []string{"exec", "-n", operatorNS, p.Name, "--", "/nic-agent", "-show-uplink", link}
+		args := []string{"exec", "-n", nicAgentNS, p.Name, "--", "/nic-agent", "-show-uplink", link}
 		out, err := exec.Command(kubectl, args...).Output()
 		if err != nil {
 			t.Fatalf("kubectl %s: %v%s", strings.Join(args, " "), err, stderrOf(err))

@@ -81,6 +81,17 @@ const LeaderLease = "isochron.isochron.io"
 // isochron-node-access and the manager read it.
 const NodeAccessConfigMap = "isochron-node-access"
 
+// NetworksConfigMap is the ConfigMap, in the manager's namespace, in which the cluster
+// administrator names the RT networks' shared namespaces (NetworksSharedNamespaces) and
+// the host interfaces the NIC agents may program (NetworksRTUplinks). The manager, the
+// admission policy isochron-rt-network-tenancy and the NIC agents read it; the agents,
+// in their own namespace, through the API server at their start.
+const (
+	NetworksConfigMap        = "isochron-networks"
+	NetworksSharedNamespaces = "sharedNamespaces"
+	NetworksRTUplinks        = "rtUplinks"
+)
+
 // NICAgent is the name of isochron's NIC agent: its field owner (of status.rtNIC), its
 // Events' source and its DaemonSet's name.
 const NICAgent = "isochron-nic-agent"

@@ -7,13 +7,18 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -26,9 +31,10 @@ import (
 )
 
 func main() {
-	var node, probeAddr, show, uplinks string
+	var node, probeAddr, show, uplinks, networksConfig string
 	flag.StringVar(&node, "node-name", os.Getenv("NODE_NAME"), "The node the agent runs on (the DaemonSet passes spec.nodeName as NODE_NAME).")
-	flag.StringVar(&uplinks, "rt-uplinks", os.Getenv("RT_UPLINKS"), "Comma-separated host interfaces the agent may program as RT uplinks, named by the cluster administrator (config/default sets RT_UPLINKS from rtUplinks in the ConfigMap isochron-networks; restart the agent after a change). No other interface is ever touched; empty: none.")
+	flag.StringVar(&uplinks, "rt-uplinks", os.Getenv("RT_UPLINKS"), "Comma-separated host interfaces the agent may program as RT uplinks, named by the cluster administrator; when empty, read from --networks-config. No other interface is ever touched; none named: none.")
+	flag.StringVar(&networksConfig, "networks-config", "isochron-system/"+isov1.NetworksConfigMap, "namespace/name of the ConfigMap whose "+isov1.NetworksRTUplinks+" names the RT uplinks (the administrator's, in the manager's namespace), read through the API server at the agent's start when --rt-uplinks is empty; restart the agents after a change. Empty: none.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8082", "Address of the health and readiness probes.")
 	flag.StringVar(&show, "show-uplink", "", "Print what the kernel has on this link's egress (root qdisc, isochron's RT classes and filters) as JSON, and exit: kubectl exec into the agent's pod, whose image holds no tc.")
 	opts := zap.Options{}
@@ -53,6 +59,12 @@ func main() {
 	if err != nil {
 		log.Error(err, "Unable to create manager")
 		os.Exit(1)
+	}
+	if uplinks == "" && networksConfig != "" {
+		if uplinks, err = readUplinks(mgr.GetAPIReader(), networksConfig); err != nil {
+			log.Error(err, "Cannot read the RT uplinks")
+			os.Exit(1)
+		}
 	}
 	named, err := rtnet.ParseUplinks(uplinks)
 	if err != nil {
@@ -101,4 +113,21 @@ func showUplink(w io.Writer, link string) int {
 		return 1
 	}
 	return 0
+}
+
+// readUplinks reads rtUplinks from the ConfigMap ref (namespace/name) through the API
+// server: "" when the ConfigMap or the key is missing (no uplink named).
+func readUplinks(api client.Reader, ref string) (string, error) {
+	ns, name, ok := strings.Cut(ref, "/")
+	if !ok || ns == "" || name == "" {
+		return "", fmt.Errorf("--networks-config %q: want namespace/name", ref)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := api.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", nil
+		}
+		return "", fmt.Errorf("reading ConfigMap %s (--networks-config): %w", ref, err)
+	}
+	return cm.Data[isov1.NetworksRTUplinks], nil
 }

@@ -30,13 +30,13 @@ import (
 )
 
 // agentPod is the pod of the NIC agent on node, as its DaemonSet makes it: in the
-// system namespace, with the agent's ServiceAccount, bound to node. It is only an API
+// agent's namespace, with the agent's ServiceAccount, bound to node. It is only an API
 // object here (no kubelet runs it); a token bound to it names its node.
 func agentPod(t *testing.T, node string) *corev1.Pod {
 	t.Helper()
 	ctx := context.Background()
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: systemNS, Name: "isochron-nic-agent-" + node},
+		ObjectMeta: metav1.ObjectMeta{Namespace: nicAgentNS, Name: "isochron-nic-agent-" + node},
 		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: nicAgentSA, AutomountServiceAccountToken: ptr(false),
 			Containers: []corev1.Container{{Name: "nic-agent", Image: "nic-agent"}}},
 	}
@@ -58,7 +58,7 @@ func podBoundToken(t *testing.T, pod *corev1.Pod) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := cs.CoreV1().ServiceAccounts(systemNS).CreateToken(context.Background(), nicAgentSA, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+	tr, err := cs.CoreV1().ServiceAccounts(nicAgentNS).CreateToken(context.Background(), nicAgentSA, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
 		ExpirationSeconds: ptr(int64(3600)),
 		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
 	}}, metav1.CreateOptions{})
@@ -71,7 +71,7 @@ func podBoundToken(t *testing.T, pod *corev1.Pod) string {
 // agentKubeconfig is a kubeconfig of the NIC agent on node, its token bound to its pod.
 func agentKubeconfig(t *testing.T, node string) string {
 	t.Helper()
-	return binary.Kubeconfig(t, env.Config, &clientcmdapi.AuthInfo{Token: podBoundToken(t, agentPod(t, node))}, systemNS)
+	return binary.Kubeconfig(t, env.Config, &clientcmdapi.AuthInfo{Token: podBoundToken(t, agentPod(t, node))}, nicAgentNS)
 }
 
 // impersonating is a client of the API server that acts as user in groups (and
@@ -163,7 +163,7 @@ func testNICAgentIsBoundToItsNode(t *testing.T, crawlers []client.ObjectKey) {
 		}
 		// A token of the agent's ServiceAccount that names no node (a TokenRequest
 		// without a pod, a token copied out of a Secret) writes nothing.
-		unbound := clientWithToken(t, token(t, systemNS, nicAgentSA))
+		unbound := clientWithToken(t, token(t, nicAgentNS, nicAgentSA))
 		if err := applyRTNIC(unbound, key, nil); err == nil || !strings.Contains(err.Error(), "names no node") {
 			t.Errorf("an unbound token of the agent wrote %s: %v; want refused", key, err)
 		}

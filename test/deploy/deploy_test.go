@@ -7,16 +7,13 @@
 package deploy
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -30,13 +27,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/test/support/binary"
+	"isochron.io/isochron/test/support/manifests"
 	"isochron.io/isochron/test/support/testenv"
 )
 
@@ -44,6 +41,7 @@ const (
 	root          = "../.."
 	systemNS      = "isochron-system"
 	managerSA     = "isochron-controller-manager"
+	nicAgentNS    = "isochron-nic-agent"
 	nicAgentSA    = "isochron-nic-agent"
 	metricsReader = "isochron-metrics-reader"
 	// applier is the field manager of the "user" (kubectl apply --server-side).
@@ -77,28 +75,7 @@ func run(m *testing.M) int {
 // objects are the documents of a kustomize build, in order.
 func build(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
-	out, err := exec.Command(os.Getenv("KUSTOMIZE"), "build", filepath.Join(root, dir)).Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			t.Fatalf("kustomize build %s: %v\n%s", dir, err, ee.Stderr)
-		}
-		t.Fatal(err)
-	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
-	var objs []*unstructured.Unstructured
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatalf("decoding kustomize build %s: %v", dir, err)
-		}
-		if len(u.Object) > 0 {
-			objs = append(objs, u)
-		}
-	}
-	return objs
+	return manifests.Build(t, root, dir)
 }
 
 // apply applies objs with server-side apply as field manager applier; namespaces are
@@ -255,9 +232,35 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 			t.Fatalf("sample %s: rtNIC %v, placement %v", crawlers[0], c.Spec.RTNIC, c.Status.Placement)
 		}
 		node := c.Status.Placement.Node
+		// The administrator names the RT uplinks in the manager's namespace; the agent, in
+		// its own, reads them at its start with its Role there.
+		networks := &corev1.ConfigMap{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: systemNS, Name: isov1.NetworksConfigMap}, networks); err != nil {
+			t.Fatal(err)
+		}
+		before := networks.DeepCopy()
+		networks.Data[isov1.NetworksRTUplinks] = "br-rt"
+		if err := env.Client.Patch(ctx, networks, client.MergeFrom(before)); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			named := networks.DeepCopy()
+			networks.Data = before.Data
+			if err := env.Client.Patch(ctx, networks, client.MergeFrom(named)); err != nil {
+				t.Error(err)
+			}
+		}()
 		log := &binary.Log{}
 		stopAgent := startBinary(t, "nic-agent", log, "--kubeconfig", agentKubeconfig(t, node),
 			"--node-name", node, "--health-probe-bind-address", binary.FreePort(t))
+		waitFor(t, "the NIC agent to start with the RT uplinks of "+isov1.NetworksConfigMap, func() (bool, string) {
+			for _, line := range strings.Split(log.String(), "\n") {
+				if strings.Contains(line, "Starting the NIC agent") {
+					return strings.Contains(line, "br-rt"), line
+				}
+			}
+			return false, log.String()
+		})
 		waitFor(t, "the NIC agent's RTUplinkUnavailable Event on "+node, func() (bool, string) {
 			var events corev1.EventList
 			if err := env.Client.List(ctx, &events, client.InNamespace("default")); err != nil {

@@ -301,13 +301,13 @@ func balanced(expr string) bool {
 }
 
 // managerJob is the job label of the manager's scrape: the ServiceMonitor's default, the
-// name of the Service it selects as config/default names it.
+// name of the Service it selects as config/system names it.
 func managerJob(t *testing.T) string {
 	t.Helper()
 	var k struct {
 		NamePrefix string `json:"namePrefix"`
 	}
-	if err := yaml.Unmarshal(read(t, "config/default/kustomization.yaml"), &k); err != nil {
+	if err := yaml.Unmarshal(read(t, "config/system/kustomization.yaml"), &k); err != nil {
 		t.Fatal(err)
 	}
 	return k.NamePrefix + metricsService(t).Name
