@@ -27,8 +27,28 @@ WHEREABOUTS_VERSION ?= v0.9.2
 # The CNI bridge plugin kind's nodes lack (the RT network's), built from its Go module.
 CNI_PLUGINS_VERSION ?= v1.7.1
 
-# Images (make docker-build, docker-save): the tags of the manager and rtprobe images.
-VERSION ?= v0.1.0
+# The release, written only here: the version of the latest release, whose commit carries
+# it as a git tag. config/ names its images (internal/slo's TestDefaultImageMatchesTheRelease
+# holds those copies to it).
+RELEASE_VERSION ?= v0.1.0
+# VERSION tags the images (make docker-build) and every binary reports it (--version,
+# internal/version): RELEASE_VERSION on a clean checkout of its tag; after it git's
+# description (v0.1.0-3-g<commit>); without the tag in the history RELEASE_VERSION-g<commit>;
+# -dirty with uncommitted changes. So images rebuilt from another commit get another tag.
+# Computed once per make run (sub-makes inherit it); outside git, RELEASE_VERSION.
+GIT_DESCRIBE := $(shell git describe --tags --always --dirty --abbrev=12 --match '$(RELEASE_VERSION)' 2>/dev/null)
+VERSION ?= $(if $(filter $(RELEASE_VERSION)%,$(GIT_DESCRIBE)),$(GIT_DESCRIBE),$(RELEASE_VERSION)$(if $(GIT_DESCRIBE),-g$(GIT_DESCRIBE)))
+export VERSION
+GIT_COMMIT := $(shell git rev-parse HEAD 2>/dev/null)
+BUILD_DATE := $(or $(BUILD_DATE),$(shell date -u +%Y-%m-%dT%H:%M:%SZ))
+# What every go build of a binary of ours gets (make build, demo, bench-*; the images ship
+# make build's): the build it reports (internal/version).
+GO_LDFLAGS := -X isochron.io/isochron/internal/version.Version=$(VERSION) \
+	-X isochron.io/isochron/internal/version.Commit=$(GIT_COMMIT) \
+	-X isochron.io/isochron/internal/version.Date=$(BUILD_DATE)
+GO_BUILD = CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(GO_LDFLAGS)'
+
+# Images (make docker-build, docker-save): the tags of the manager, NIC agent and rtprobe images.
 IMG ?= isochron/manager:$(VERSION)
 PROBE_IMG ?= isochron/rtprobe:$(VERSION)
 NIC_AGENT_IMG ?= isochron/nic-agent:$(VERSION)
@@ -112,7 +132,7 @@ test: docs-check vet verify-generated lint test-unit test-rules test-integration
 # Static and -trimpath, as the Kubernetes binaries are built: the packages they share with the
 # manager (k8s.io/api, apimachinery, client-go...) then come from Go's build cache.
 demo: $(ENVTEST_ASSETS)/kube-apiserver $(ENVTEST_ASSETS)/etcd ## Start a local control plane, run the operator on the samples, print what it decided.
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(LOCALBIN)/manager ./cmd/manager
+	$(GO_BUILD) -o $(LOCALBIN)/manager ./cmd/manager
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) CGO_ENABLED=0 $(GO) run -trimpath ./hack/demo --bin $(LOCALBIN)
 
 ##@ Benchmarks (figures in docs/benchmarks.md)
@@ -125,7 +145,7 @@ STEADY ?= 0s
 
 .PHONY: bench-placement
 bench-placement: envtest-bins $(ENVTEST_ASSETS)/kube-scheduler ## Placement throughput on a real kube-apiserver: the manager binary against kube-scheduler, CRAWLERS crawlers (and as many Guaranteed pods) on NODES fake RT nodes, in one run; then what each side's write per decision costs the API server.
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(LOCALBIN)/manager ./cmd/manager
+	$(GO_BUILD) -o $(LOCALBIN)/manager ./cmd/manager
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) run ./hack/bench-placement -manager $(LOCALBIN)/manager \
 		-crawlers $(CRAWLERS) -nodes $(NODES) -qps $(QPS) -burst $$(( $(QPS) * 2 )) -steady $(STEADY) -writes
 
@@ -139,7 +159,7 @@ GOMEMLIMIT_MANAGER ?= 440MiB
 
 .PHONY: bench-scale
 bench-scale: envtest-bins ## The manager binary on a real kube-apiserver: SCALE_CRAWLERS crawlers on SCALE_NODES RT nodes, without and then with OTHER_PODS other pods (and OTHER_NODES ordinary nodes): time to place all, CPU, peak and idle RSS (docs/benchmarks.md, "Scale").
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(LOCALBIN)/manager ./cmd/manager
+	$(GO_BUILD) -o $(LOCALBIN)/manager ./cmd/manager
 	for pods in 0 $(OTHER_PODS); do \
 		KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) run ./hack/bench-placement -manager $(LOCALBIN)/manager -skip-scheduler \
 			-crawlers $(SCALE_CRAWLERS) -nodes $(SCALE_NODES) -other-nodes $(OTHER_NODES) -other-pods $$pods \
@@ -150,10 +170,10 @@ bench-scale: envtest-bins ## The manager binary on a real kube-apiserver: SCALE_
 
 .PHONY: build
 build: ## Build the manager, isochronctl, nic-agent and rtprobe static (CGO_ENABLED=0, -trimpath) into bin/, as the images ship them, and the probe agent's disk.
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(LOCALBIN)/manager ./cmd/manager
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(LOCALBIN)/isochronctl ./cmd/isochronctl
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(LOCALBIN)/nic-agent ./cmd/nic-agent
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(LOCALBIN)/rtprobe ./cmd/rtprobe
+	$(GO_BUILD) -o $(LOCALBIN)/manager ./cmd/manager
+	$(GO_BUILD) -o $(LOCALBIN)/isochronctl ./cmd/isochronctl
+	$(GO_BUILD) -o $(LOCALBIN)/nic-agent ./cmd/nic-agent
+	$(GO_BUILD) -o $(LOCALBIN)/rtprobe ./cmd/rtprobe
 	# The agent's disk (rtprobe's /disk/agent.img, a VMI's containerDisk): the static
 	# rtprobe itself, padded to whole 512-byte sectors, read-only for qemu (107), as
 	# KubeVirt asks of a containerDisk. The guest copies it out and runs it.
@@ -169,8 +189,8 @@ install: $(KUSTOMIZE) ## Install the CRDs (CrawlerVM, ContentionProfile, NodeCal
 	$(KUSTOMIZE) build config/default | kubectl apply --server-side -l app.kubernetes.io/component=api -f -
 
 .PHONY: deploy
-deploy: $(KUSTOMIZE) ## Install CRDs, RBAC and manager (config/default) into the current cluster; alerts' runbooks under RUNBOOK_BASE_URL.
-	$(KUSTOMIZE) build config/default | $(RUNBOOK_BASE) | kubectl apply --server-side -f -
+deploy: $(KUSTOMIZE) ## Install CRDs, RBAC, manager and NIC agent (config/default) of the images IMG, NIC_AGENT_IMG, PROBE_IMG (VERSION) into the current cluster; alerts' runbooks under RUNBOOK_BASE_URL.
+	$(KUSTOMIZE) build config/default | $(RUNBOOK_BASE) | $(SET_VERSION) | kubectl apply --server-side -f -
 
 .PHONY: deploy-monitoring
 deploy-monitoring: $(KUSTOMIZE) ## Add monitoring (config/monitoring: ServiceMonitor, PodMonitor, rules, dashboard) where prometheus-operator runs; alerts' runbooks under RUNBOOK_BASE_URL.
@@ -190,6 +210,11 @@ uninstall: $(KUSTOMIZE) ## Remove isochron's CRDs after undeploy: refused while 
 
 # Rewrites the runbook_url base of a kustomize build's output to RUNBOOK_BASE_URL.
 RUNBOOK_BASE = sed 's|^\( *runbook_url: \)$(RUNBOOK_BASE_URL_SOURCE)|\1$(RUNBOOK_BASE_URL)|'
+# Points a kustomize build's output at the images of VERSION (IMG, NIC_AGENT_IMG and the
+# manager's --probe-image PROBE_IMG) and labels the manager and the NIC agent
+# app.kubernetes.io/version=VERSION: config/ names the release's (RELEASE_VERSION).
+SET_VERSION = sed -e 's|isochron/manager:$(RELEASE_VERSION)$$|$(IMG)|' -e 's|isochron/nic-agent:$(RELEASE_VERSION)$$|$(NIC_AGENT_IMG)|' \
+	-e 's|isochron/rtprobe:$(RELEASE_VERSION)$$|$(PROBE_IMG)|' -e 's|^\( *app.kubernetes.io/version: \)$(RELEASE_VERSION)$$|\1$(VERSION)|'
 
 # Tools, installed into bin/ at the pinned versions.
 

@@ -188,7 +188,8 @@ func TestDockerfiles(t *testing.T) {
 
 // TestMakeDockerBuild checks, through `make -n docker-build`, that each image's
 // build context holds only the binary that the same make run builds static from
-// ./cmd/<name>, under the name its Dockerfile copies.
+// ./cmd/<name>, under the name its Dockerfile copies, and that the binary reports the
+// version the image is tagged with.
 func TestMakeDockerBuild(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Skip("no make on PATH")
@@ -247,6 +248,16 @@ func TestMakeDockerBuild(t *testing.T) {
 			})
 			if got := docker[len(docker)-1]; got != context {
 				t.Errorf("docker build -f %s uses context %s, want %s (where the binary is copied)", dockerfile, got, context)
+			}
+			// The binary reports the version the image is tagged with (internal/version).
+			var reported string
+			for _, w := range build {
+				if v, ok := strings.CutPrefix(w, "isochron.io/isochron/internal/version.Version="); ok {
+					reported = v
+				}
+			}
+			if tag := after(docker, "-t"); reported == "" || !strings.HasSuffix(tag, ":"+reported) {
+				t.Errorf("%s is built with -ldflags -X ...internal/version.Version=%q, but its image is tagged %s", pkg, reported, tag)
 			}
 			find(t, "emptying of the context "+context, func(f []string) bool {
 				return len(f) == 3 && f[0] == "rm" && f[1] == "-rf" && f[2] == context

@@ -13,6 +13,7 @@ import (
 	"isochron.io/isochron/internal/outage"
 	"isochron.io/isochron/internal/placement"
 	"isochron.io/isochron/internal/slo"
+	"isochron.io/isochron/internal/version"
 )
 
 // Results of isochron_probe_runs_total besides the verdicts.
@@ -172,6 +173,18 @@ func newMetrics(start time.Time) *metrics {
 func (m *metrics) crawlerGauges() []*prometheus.GaugeVec {
 	return []*prometheus.GaugeVec{m.predictedError, m.measuredError, m.toleranceSeconds, m.rtnicMisses, m.sloConfirmed,
 		m.objectiveRatio, m.budgetRemaining, m.placed, m.ready, m.atRisk, m.nodeLost, m.down}
+}
+
+// NewBuildInfo is isochron_build_info: 1, labelled with the build of the running binary.
+// Every replica of the manager serves it, leader or not (cmd/manager registers it).
+func NewBuildInfo(v version.Info) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "isochron_build_info",
+		Help:        "Always 1, labelled with the build of the running manager: version (the Makefile's VERSION), commit and goversion.",
+		ConstLabels: prometheus.Labels{"version": v.Version, "commit": v.Commit, "goversion": v.GoVersion},
+	})
+	g.Set(1)
+	return g
 }
 
 // register adds the metrics, and the node collector, to reg.

@@ -12,6 +12,7 @@ import (
 	"os"
 
 	"isochron.io/isochron/internal/cli"
+	"isochron.io/isochron/internal/version"
 )
 
 // Exit codes, a contract for pipelines.
@@ -27,6 +28,7 @@ const usage = `isochronctl shows what isochron decides, offline.
 Usage:
   isochronctl plan -f PATH [-f PATH...] [-o table|json]
   isochronctl render -f FILE [-f FILE...] [--node NAME]
+  isochronctl version
 
 Commands:
   plan     Place every CrawlerVM in the files on the Node objects in the files (as
@@ -42,6 +44,7 @@ Commands:
            server can know: no ownerReference and no isochron.io/vm-inputs hash, so
            kubectl can apply it. A CrawlerVM from kubectl get -o yaml has its uid:
            its VM has both.
+  version  Print isochronctl's version, commit, build date and Go version.
 
 Exit status: 0 done, 2 invalid input, 3 some crawler could not be placed, 1 other errors.
 `
@@ -68,6 +71,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return plan(ctx, args[1:], stdin, stdout, stderr)
 	case "render":
 		return render(ctx, args[1:], stdin, stdout, stderr)
+	case "version":
+		if len(args) > 1 {
+			fmt.Fprintln(stderr, "isochronctl version: takes no arguments")
+			return exitInvalid
+		}
+		fmt.Fprintln(stdout, "isochronctl", version.Get())
+		return exitOK
 	default:
 		fmt.Fprintf(stderr, "isochronctl: unknown command %q\n\n%s", args[0], usage)
 		return exitInvalid

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"isochron.io/isochron/internal/version"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -325,5 +327,24 @@ func TestPlanJSONContract(t *testing.T) {
 		case !c.Placed && (c.Reason == "" || c.Node != "" || c.PredictedErrorMs != 0 || c.VCPUs == 0 || onNode[key] != ""):
 			t.Errorf("unplaced crawler %s: %+v", key, c)
 		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	tests := map[string]struct {
+		args       []string
+		code       int
+		wantStdout string
+	}{
+		"prints the build": {args: []string{"version"}, code: exitOK, wantStdout: "isochronctl " + version.Get().String() + "\n"},
+		"no arguments":     {args: []string{"version", "extra"}, code: exitInvalid},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			code, stdout, stderr := isochronctl("", tc.args...)
+			if code != tc.code || stdout != tc.wantStdout {
+				t.Errorf("isochronctl %s: exit %d, stdout %q (stderr %q); want exit %d, stdout %q", strings.Join(tc.args, " "), code, stdout, stderr, tc.code, tc.wantStdout)
+			}
+		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 	clientfeatures "k8s.io/client-go/features"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -28,6 +30,7 @@ import (
 	"isochron.io/isochron/internal/readiness"
 	"isochron.io/isochron/internal/rtnet"
 	"isochron.io/isochron/internal/slo"
+	"isochron.io/isochron/internal/version"
 )
 
 // setupLog tells how the manager starts.
@@ -40,6 +43,8 @@ func main() {
 	var probeImage, probeCPU, leaderElectionNamespace, sharedNetworks, rtUplinks, namespace, masterKeySecret string
 	var probeGrace, probeTTL, minMoveInterval, refutedMemory, nodeLostGrace, unschedulableGrace, releaseAfter, reconcileTimeout time.Duration
 	var leaseDuration, renewDeadline, retryPeriod time.Duration
+	var showVersion bool
+	flag.BoolVar(&showVersion, "version", false, "Print the version, commit, build date and Go version, and exit.")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address of the metrics endpoint (\"0\" disables it).")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address of Go's pprof endpoints (empty: off), for profiling (make bench-placement).")
@@ -70,7 +75,13 @@ func main() {
 	opts := zap.Options{Development: false}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	build := version.Get()
+	if showVersion {
+		fmt.Println("manager", build)
+		return
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	setupLog.Info("Starting the isochron manager", build.KeysAndValues()...)
 
 	var tlsOpts []func(*tls.Config)
 	if !enableHTTP2 {
@@ -93,6 +104,11 @@ func main() {
 	uplinks, err := rtnet.ParseUplinks(rtUplinks)
 	if err != nil {
 		setupLog.Error(err, "Invalid flag --rt-uplinks")
+		os.Exit(1)
+	}
+
+	if err := registerBuildInfo(ctrlmetrics.Registry, build); err != nil {
+		setupLog.Error(err, "Unable to register isochron_build_info")
 		os.Exit(1)
 	}
 
@@ -217,6 +233,12 @@ func waitForKubeVirt(ctx context.Context, mgr ctrl.Manager) {
 		setupLog.Error(err, "Manager stopped with an error")
 		os.Exit(1)
 	}
+}
+
+// registerBuildInfo registers isochron_build_info of build on reg (the metrics endpoint's),
+// whether or not this replica leads and KubeVirt is served.
+func registerBuildInfo(reg prometheus.Registerer, build version.Info) error {
+	return reg.Register(controllers.NewBuildInfo(build))
 }
 
 // watchListGates are client-go's feature gates with WatchListClient on, unless the

@@ -3,6 +3,11 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"isochron.io/isochron/internal/version"
 )
 
 func TestParseProbeCPU(t *testing.T) {
@@ -55,5 +60,44 @@ func TestParseNamespaces(t *testing.T) {
 				t.Fatalf("parseNamespaces(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
 			}
 		})
+	}
+}
+
+// The manager's endpoint serves isochron_build_info: 1, labelled with its build.
+func TestRegisterBuildInfo(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	build := version.Info{Version: "v0.1.0-g0c0f4edab428", Commit: "0c0f4edab4286f4ee76fd3f14d399e54c9d5f0f0", Date: "2026-05-04T10:00:00Z", GoVersion: "go1.26.8"}
+	if err := registerBuildInfo(reg, build); err != nil {
+		t.Fatal(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type series struct {
+		Name   string
+		Labels map[string]string
+		Value  float64
+	}
+	var got []series
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			got = append(got, series{Name: f.GetName(), Labels: labels, Value: m.GetGauge().GetValue()})
+		}
+	}
+	want := []series{{
+		Name:   "isochron_build_info",
+		Labels: map[string]string{"version": "v0.1.0-g0c0f4edab428", "commit": "0c0f4edab4286f4ee76fd3f14d399e54c9d5f0f0", "goversion": "go1.26.8"},
+		Value:  1,
+	}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("registry after registerBuildInfo (-want +got):\n%s", diff)
+	}
+	if err := registerBuildInfo(reg, build); err == nil {
+		t.Error("isochron_build_info registered twice on one registry")
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"isochron.io/isochron/controllers/nicagent"
 	"isochron.io/isochron/internal/nic"
 	"isochron.io/isochron/internal/rtnet"
+	"isochron.io/isochron/internal/version"
 )
 
 func main() {
@@ -37,9 +38,15 @@ func main() {
 	flag.StringVar(&networksConfig, "networks-config", "isochron-system/"+isov1.NetworksConfigMap, "namespace/name of the ConfigMap whose "+isov1.NetworksRTUplinks+" names the RT uplinks (the administrator's, in the manager's namespace), read through the API server at the agent's start when --rt-uplinks is empty; restart the agents after a change. Empty: none.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8082", "Address of the health and readiness probes.")
 	flag.StringVar(&show, "show-uplink", "", "Print what the kernel has on this link's egress (root qdisc, isochron's RT classes and filters) as JSON, and exit: kubectl exec into the agent's pod, whose image holds no tc.")
+	showVersion := flag.Bool("version", false, "Print the version, commit, build date and Go version, and exit.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	build := version.Get()
+	if *showVersion {
+		fmt.Println("nic-agent", build)
+		return
+	}
 	if show != "" {
 		os.Exit(showUplink(os.Stdout, show))
 	}
@@ -92,7 +99,7 @@ func main() {
 		log.Error(err, "Unable to set up ready check")
 		os.Exit(1)
 	}
-	log.Info("Starting the NIC agent", "node", node, "rtUplinks", named)
+	log.Info("Starting the NIC agent", append([]any{"node", node, "rtUplinks", named}, build.KeysAndValues()...)...)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "NIC agent stopped")
 		os.Exit(1)

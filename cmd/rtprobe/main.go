@@ -36,6 +36,7 @@ import (
 	"slices"
 	"syscall"
 
+	"isochron.io/isochron/internal/version"
 	"isochron.io/isochron/probes/stats"
 )
 
@@ -73,6 +74,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return exitOK
+	case "-version", "--version":
+		fmt.Fprintln(stdout, "rtprobe", version.Get())
+		return exitOK
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
@@ -85,6 +89,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: rtprobe <subcommand> [flags]")
+	fmt.Fprintln(w, "       rtprobe --version")
 	fmt.Fprintln(w, "\nSubcommands:")
 	names := make([]string, 0, len(commands))
 	for name := range commands {

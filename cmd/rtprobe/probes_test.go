@@ -35,6 +35,7 @@ import (
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/slo"
+	"isochron.io/isochron/internal/version"
 	"isochron.io/isochron/probes/crawl"
 	"isochron.io/isochron/probes/credential"
 	"isochron.io/isochron/probes/gateway"
@@ -191,6 +192,18 @@ func TestUsageErrors(t *testing.T) {
 			var out, errOut lockedBuffer
 			if code := run(context.Background(), args, &out, &errOut); code != exitUsage {
 				t.Errorf("exit %d, want %d; stderr: %s", code, exitUsage, errOut.String())
+			}
+		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for _, flag := range []string{"--version", "-version"} {
+		t.Run(flag, func(t *testing.T) {
+			var out, errOut lockedBuffer
+			code := run(context.Background(), []string{flag}, &out, &errOut)
+			if want := "rtprobe " + version.Get().String() + "\n"; code != exitOK || out.String() != want {
+				t.Errorf("rtprobe %s: exit %d, stdout %q; want exit %d, stdout %q", flag, code, out.String(), exitOK, want)
 			}
 		})
 	}

@@ -763,37 +763,48 @@ func TestCondition(t *testing.T) {
 	}
 }
 
-// The probe image the operator runs by default is the one `make docker-build` tags and
-// the one config/manager passes, and config/manager tags the manager image with the same
-// release: the Makefile's VERSION is the one pin; these places, which cannot read it,
-// are held to it here.
+// The probe image the operator runs by default is the release's, the one config/manager
+// passes; config/manager and config/nic-agent tag their images with the same release and
+// label the Deployment and the DaemonSet with it: the Makefile's RELEASE_VERSION is the
+// one pin; these places, which cannot read it, are held to it here.
 func TestDefaultImageMatchesTheRelease(t *testing.T) {
 	mk, err := os.ReadFile("../../Makefile")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`(?m)^VERSION \?= (\S+)$`).FindSubmatch(mk)
+	m := regexp.MustCompile(`(?m)^RELEASE_VERSION \?= (\S+)$`).FindSubmatch(mk)
 	if m == nil {
-		t.Fatal("no VERSION ?= in the Makefile")
+		t.Fatal("no RELEASE_VERSION ?= in the Makefile")
 	}
-	if want := "isochron/rtprobe:" + string(m[1]); DefaultImage != want {
-		t.Errorf("DefaultImage = %q, want %q (Makefile VERSION)", DefaultImage, want)
+	release := string(m[1])
+	if want := "isochron/rtprobe:" + release; DefaultImage != want {
+		t.Errorf("DefaultImage = %q, want %q (Makefile RELEASE_VERSION)", DefaultImage, want)
 	}
-	manifest, err := os.ReadFile("../../config/manager/manager.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(manifest), "--probe-image="+DefaultImage) {
-		t.Errorf("config/manager/manager.yaml does not pass --probe-image=%s", DefaultImage)
-	}
-	kustomization, err := os.ReadFile("../../config/manager/kustomization.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(kustomization), "newTag: "+string(m[1])+"\n") {
-		t.Errorf("config/manager/kustomization.yaml does not tag the manager image %s (Makefile VERSION)", m[1])
+	for file, want := range map[string][]string{
+		"config/manager/manager.yaml":         {"--probe-image=" + DefaultImage, "app.kubernetes.io/version: " + release + "\n"},
+		"config/manager/kustomization.yaml":   {"newTag: " + release + "\n"},
+		"config/nic-agent/daemonset.yaml":     {"app.kubernetes.io/version: " + release + "\n"},
+		"config/nic-agent/kustomization.yaml": {"newTag: " + release + "\n"},
+	} {
+		data, err := os.ReadFile("../../" + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range want {
+			if !strings.Contains(string(data), w) {
+				t.Errorf("%s does not hold %q (Makefile RELEASE_VERSION)", file, strings.TrimSpace(w))
+			}
+		}
+		for _, m := range versionField.FindAllStringSubmatch(string(data), -1) {
+			if m[2] != release {
+				t.Errorf("%s: %s %s, want %s (Makefile RELEASE_VERSION)", file, m[1], m[2], release)
+			}
+		}
 	}
 }
+
+// versionField is a line of config/ that names a release: an image's tag or the version label.
+var versionField = regexp.MustCompile(`(?m)^\s*(newTag:|app\.kubernetes\.io/version:) (\S+)$`)
 
 // The probe is the Job whose UID isochron recorded, and no other: not one with the same
 // labels and owner, not one with the same name.
