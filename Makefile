@@ -197,16 +197,16 @@ deploy-monitoring: $(KUSTOMIZE) ## Add monitoring (config/monitoring: ServiceMon
 	$(KUSTOMIZE) build config/monitoring | $(RUNBOOK_BASE) | kubectl apply --server-side -f -
 
 .PHONY: undeploy
-undeploy: $(KUSTOMIZE) ## Remove isochron (and its monitoring), leaving the CRDs, every CrawlerVM and its running VM; deploy again adopts them.
+undeploy: $(KUSTOMIZE) ## Remove isochron (and its monitoring), leaving the CRDs, every CrawlerVM and its running VM, and the settings in isochron-system; deploy again adopts them.
 	$(KUSTOMIZE) build config/monitoring | kubectl delete --ignore-not-found -f - 2>/dev/null || true
-	$(KUSTOMIZE) build config/default | kubectl delete --ignore-not-found -l 'app.kubernetes.io/component!=api' -f -
+	$(KUSTOMIZE) build config/default | kubectl delete --ignore-not-found -l 'app.kubernetes.io/component notin (api,settings)' -f -
 
 .PHONY: uninstall
-uninstall: $(KUSTOMIZE) ## Remove isochron's CRDs after undeploy: refused while any CrawlerVM exists (deleting a CRD deletes each crawler and its VM).
+uninstall: $(KUSTOMIZE) ## Remove isochron's CRDs and settings (namespace isochron-system) after undeploy: refused while any CrawlerVM exists (deleting a CRD deletes each crawler and its VM).
 	@n=$$(kubectl get crawlervms.isochron.io -A --no-headers --ignore-not-found 2>/dev/null | wc -l); \
 	if [ "$$n" -gt 0 ]; then echo "uninstall: $$n CrawlerVMs exist; delete them first (each one's VM goes with it), then run make uninstall again" >&2; exit 1; fi
 	kubectl annotate crd -l app.kubernetes.io/name=isochron,app.kubernetes.io/component=api isochron.io/uninstall=delete-every-crawler --overwrite
-	$(KUSTOMIZE) build config/default | kubectl delete --ignore-not-found -l app.kubernetes.io/component=api -f -
+	$(KUSTOMIZE) build config/default | kubectl delete --ignore-not-found -l 'app.kubernetes.io/component in (api,settings)' -f -
 
 # Rewrites the runbook_url base of a kustomize build's output to RUNBOOK_BASE_URL.
 RUNBOOK_BASE = sed 's|^\( *runbook_url: \)$(RUNBOOK_BASE_URL_SOURCE)|\1$(RUNBOOK_BASE_URL)|'
