@@ -196,6 +196,10 @@ deploy: $(KUSTOMIZE) ## Install CRDs, RBAC, manager and NIC agent (config/defaul
 deploy-monitoring: $(KUSTOMIZE) ## Add monitoring (config/monitoring: ServiceMonitor, PodMonitor, rules, dashboard) where prometheus-operator runs; alerts' runbooks under RUNBOOK_BASE_URL.
 	$(KUSTOMIZE) build config/monitoring | $(RUNBOOK_BASE) | kubectl apply --server-side -f -
 
+.PHONY: deploy-certmanager
+deploy-certmanager: $(KUSTOMIZE) ## Issue the metrics endpoint's serving certificate with cert-manager (config/certmanager), which the ServiceMonitor verifies.
+	$(KUSTOMIZE) build config/certmanager | kubectl apply --server-side -f -
+
 .PHONY: undeploy
 undeploy: $(KUSTOMIZE) ## Remove isochron (and its monitoring), leaving the CRDs, every CrawlerVM and its running VM, and the settings in isochron-system; deploy again adopts them.
 	$(KUSTOMIZE) build config/monitoring | kubectl delete --ignore-not-found -f - 2>/dev/null || true

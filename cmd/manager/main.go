@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -39,6 +40,7 @@ var setupLog = ctrl.Log.WithName("setup")
 func main() {
 	var metricsAddr, probeAddr, pprofAddr string
 	var leaderElect, secureMetrics, enableHTTP2 bool
+	var metricsCertDir string
 	var concurrency, qps, burst int
 	var probeImage, probeCPU, leaderElectionNamespace, sharedNetworks, rtUplinks, namespace, masterKeySecret string
 	var probeGrace, probeTTL, minMoveInterval, refutedMemory, nodeLostGrace, unschedulableGrace, releaseAfter, reconcileTimeout time.Duration
@@ -58,6 +60,7 @@ func main() {
 	flag.DurationVar(&reconcileTimeout, "reconcile-timeout", controllers.DefaultReconcileTimeout, "Deadline of one reconcile of a crawler. The liveness probe fails when a reconcile runs past twice this, or the placement decision lock is held longer than this.")
 	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS, to callers authenticated and authorised by the API server.")
 	flag.BoolVar(&enableHTTP2, "enable-http2", false, "Serve metrics over HTTP/2 (off: HTTP/2 rapid-reset CVEs).")
+	flag.StringVar(&metricsCertDir, "metrics-cert-dir", "", "Directory of the metrics endpoint's serving certificate, tls.crt and tls.key (a kubernetes.io/tls Secret mounted there: cert-manager's, or one you issue), reloaded when they change, so that Prometheus verifies it. Empty, or without the files: a self-signed certificate, which no scraper can verify.")
 	flag.IntVar(&concurrency, "max-concurrent-reconciles", 16, "CrawlerVMs reconciled at once; those waiting for a node are decided together, in one batch on one reading of the cluster.")
 	flag.IntVar(&qps, "kube-api-qps", 200, "Requests per second to the API server (a placement decision writes one status; creating a VMI about three requests). The API server's priority and fairness protects it beyond that.")
 	flag.IntVar(&burst, "kube-api-burst", 400, "Burst of requests to the API server.")
@@ -88,6 +91,14 @@ func main() {
 		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
 	}
 	metricsOpts := metricsserver.Options{BindAddress: metricsAddr, SecureServing: secureMetrics, TLSOpts: tlsOpts}
+	if secureMetrics && metricsCertDir != "" {
+		if servingCertIn(metricsCertDir) {
+			metricsOpts.CertDir = metricsCertDir
+			setupLog.Info("Serving metrics with the certificate in --metrics-cert-dir", "dir", metricsCertDir)
+		} else {
+			setupLog.Info("No tls.crt and tls.key in --metrics-cert-dir: serving metrics with a self-signed certificate, which scrapers cannot verify", "dir", metricsCertDir)
+		}
+	}
 	if secureMetrics {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
@@ -279,4 +290,15 @@ func parseNamespaces(s string) ([]string, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// servingCertIn says whether dir holds a serving certificate and its key as a
+// kubernetes.io/tls Secret mounts them (tls.crt, tls.key).
+func servingCertIn(dir string) bool {
+	for _, f := range []string{"tls.crt", "tls.key"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			return false
+		}
+	}
+	return true
 }

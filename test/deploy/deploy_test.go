@@ -9,11 +9,14 @@ package deploy
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	certutil "k8s.io/client-go/util/cert"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
@@ -51,7 +55,9 @@ const (
 var (
 	env         *testenv.Env
 	metricsAddr string
-	managerLog  = &binary.Log{}
+	// metricsCA verifies the metrics endpoint's certificate (startManager issues it).
+	metricsCA  *x509.CertPool
+	managerLog = &binary.Log{}
 )
 
 func TestMain(m *testing.M) {
@@ -114,10 +120,11 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 	for dir, want := range map[string][]string{
 		"config/default": {"CustomResourceDefinition", "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "ConfigMap",
 			"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "DaemonSet", "PodDisruptionBudget", "PriorityClass"},
-		"config/monitoring": {"ServiceMonitor", "PodMonitor", "PrometheusRule", "ConfigMap", "ClusterRoleBinding"},
+		"config/monitoring":  {"ServiceMonitor", "PodMonitor", "PrometheusRule", "ConfigMap", "ClusterRoleBinding"},
+		"config/certmanager": {"Issuer", "Certificate"},
 	} {
 		kinds := map[string]bool{}
-		for _, o := range map[string][]*unstructured.Unstructured{"config/default": def, "config/monitoring": monitoring}[dir] {
+		for _, o := range map[string][]*unstructured.Unstructured{"config/default": def, "config/monitoring": monitoring, "config/certmanager": build(t, "config/certmanager")}[dir] {
 			kinds[o.GetKind()] = true
 		}
 		for _, k := range want {
@@ -596,9 +603,28 @@ func serviceAccountKubeconfig(t *testing.T, namespace, name string) string {
 func startManager(t *testing.T, kubeconfig string, args ...string) (stop func()) {
 	t.Helper()
 	metricsAddr = binary.FreePort(t)
+	// The metrics endpoint's certificate, as the Secret isochron-metrics-server-cert
+	// mounts it (--metrics-cert-dir): for the address the test scrapes, issued by a CA
+	// the scrape verifies against, as Prometheus does with the Secret's ca.crt.
+	host, _, err := net.SplitHostPort(metricsAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("isochron-controller-manager-metrics-service.isochron-system.svc", []net.IP{net.ParseIP(host)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, b := range map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	metricsCA = x509.NewCertPool()
+	metricsCA.AppendCertsFromPEM(certPEM)
 	return startBinary(t, "manager", managerLog, append([]string{"--kubeconfig", kubeconfig,
 		"--leader-elect", "--leader-election-namespace=" + systemNS, "--namespace=" + systemNS,
-		"--metrics-bind-address=" + metricsAddr, "--health-probe-bind-address=" + binary.FreePort(t)}, args...)...)
+		"--metrics-bind-address=" + metricsAddr, "--metrics-cert-dir=" + dir, "--health-probe-bind-address=" + binary.FreePort(t)}, args...)...)
 }
 
 // deploymentArg is the value of the manager Deployment's argument that starts with
@@ -676,7 +702,7 @@ func scrape(t *testing.T, bearer string) (int, string) {
 	if bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+bearer)
 	}
-	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: metricsCA, MinVersion: tls.VersionTLS12}}}
 	resp, err := c.Do(req)
 	if err != nil {
 		return 0, err.Error()

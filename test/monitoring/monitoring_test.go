@@ -22,6 +22,7 @@ import (
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
@@ -561,6 +562,45 @@ func TestServiceMonitorSelectsTheMetricsService(t *testing.T) {
 	if !ep.HonorLabels {
 		t.Error("honorLabels is off: the crawlers' namespace label would become exported_namespace")
 	}
+	// The scrape verifies the manager's certificate: against the CA of the Secret the
+	// manager serves (its metrics-certs volume), for the Service's DNS name.
+	if tc := ep.TLSConfig; tc != nil {
+		if tc.InsecureSkipVerify != nil && *tc.InsecureSkipVerify {
+			t.Error("tlsConfig skips verifying the manager's certificate")
+		}
+		var k struct {
+			Namespace string `json:"namespace"`
+		}
+		if err := yaml.Unmarshal(read(t, "config/system/kustomization.yaml"), &k); err != nil {
+			t.Fatal(err)
+		}
+		want := managerJob(t) + "." + k.Namespace + ".svc"
+		if tc.ServerName == nil || *tc.ServerName != want {
+			t.Errorf("tlsConfig serverName %v, want the metrics Service's name as installed, %s", ptr.Deref(tc.ServerName, "none"), want)
+		}
+		if tc.CA.Secret == nil || tc.CA.Secret.Key != "ca.crt" || tc.CA.Secret.Name != metricsCertSecret(t) {
+			t.Errorf("tlsConfig ca %+v: want key ca.crt of the Secret the manager serves (%s)", tc.CA, metricsCertSecret(t))
+		}
+	}
+}
+
+// metricsCertSecret is the Secret of the manager's metrics-certs volume in config/manager.
+func metricsCertSecret(t *testing.T) string {
+	t.Helper()
+	for _, doc := range documents(t, "config/manager/manager.yaml") {
+		if kindOf(t, doc) != "Deployment" {
+			continue
+		}
+		var d appsv1.Deployment
+		strict(t, "config/manager/manager.yaml", doc, &d)
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			if v.Name == "metrics-certs" && v.Secret != nil {
+				return v.Secret.SecretName
+			}
+		}
+	}
+	t.Fatal("config/manager/manager.yaml: the Deployment has no metrics-certs Secret volume")
+	return ""
 }
 
 func TestPodMonitorSelectsProbePods(t *testing.T) {
