@@ -94,7 +94,9 @@ the CRDs (` + "`config/crd/bases`" + `), which are generated from the Go types i
 For each field: its path (` + "`[]`" + ` marks the items of a list), its type, whether it is
 required or what the API server defaults it to, what it must satisfy (bounds, enum,
 pattern, and the CEL rules by their messages, which are what ` + "`kubectl apply`" + ` prints when one
-fails), and what it means.
+fails), and what it means. The conditions' types and reasons, and what to do about each,
+are in [troubleshooting.md](troubleshooting.md); the ideas behind the fields in
+[concepts.md](concepts.md).
 `
 
 // render writes the reference of the CRDs.
