@@ -89,6 +89,10 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC manifests from the API
 generate: $(CONTROLLER_GEN) ## Generate the API's DeepCopy methods.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
 
+.PHONY: api-docs
+api-docs: ## Regenerate docs/api.md, the API reference, from the CRDs (hack/apidocs); make docs-check fails when it is stale.
+	$(GO) run ./hack/apidocs -crds config/crd/bases -out docs/api.md
+
 .PHONY: fmt
 fmt: ## Run go fmt.
 	$(GO) fmt ./...
@@ -119,8 +123,8 @@ test-admission: ## Judge every rendered VMI with KubeVirt's own admission code (
 	cd test/kubevirt && $(GO) test ./... -count=1
 
 .PHONY: docs-check
-docs-check: ## Check the links of README, CHANGELOG, DEVELOPERS and docs/ and the alerts' runbook_url (hack/linkcheck; no network).
-	$(GO) test ./hack/linkcheck
+docs-check: ## Check the links of README, CHANGELOG, DEVELOPERS and docs/ and the alerts' runbook_url (hack/linkcheck; no network), and that docs/api.md is current (hack/apidocs).
+	$(GO) test ./hack/linkcheck ./hack/apidocs
 	$(GO) run ./hack/linkcheck -runbook-base $(RUNBOOK_BASE_URL_SOURCE)
 
 .PHONY: test

@@ -183,14 +183,24 @@ func (c *checker) document(file string) error {
 	dir := path.Dir(file)
 	for _, n := range sortedLines(ls) {
 		l := ls[n]
-		for _, m := range inlineLink.FindAllStringSubmatch(l, -1) {
-			c.link(file, n, dir, m[1])
+		// Links, but not what only looks like one inside a code span (a regular
+		// expression's `[a-z]([a-z0-9])`): the text keeps those.
+		var outside strings.Builder
+		last := 0
+		for _, m := range inlineLink.FindAllStringSubmatchIndex(l, -1) {
+			if inCodeSpan(l, m[0]) {
+				continue
+			}
+			c.link(file, n, dir, l[m[2]:m[3]])
+			outside.WriteString(l[last:m[0]])
+			last = m[1]
 		}
+		outside.WriteString(l[last:])
 		if m := refDefinition.FindStringSubmatch(l); m != nil {
 			c.link(file, n, dir, m[1])
 		}
 		// Citations: the text without links' targets and URLs.
-		text := url.ReplaceAllString(inlineLink.ReplaceAllString(l, ""), "")
+		text := url.ReplaceAllString(outside.String(), "")
 		if refDefinition.MatchString(l) {
 			text = ""
 		}
@@ -209,6 +219,16 @@ func (c *checker) document(file string) error {
 		}
 	}
 	return nil
+}
+
+// inCodeSpan reports whether position i of line l is inside a code span.
+func inCodeSpan(l string, i int) bool {
+	for _, span := range codeSpan.FindAllStringIndex(l, -1) {
+		if span[0] < i && i < span[1] {
+			return true
+		}
+	}
+	return false
 }
 
 // link checks a Markdown link's target, relative to dir.

@@ -53,6 +53,7 @@ func TestChecker(t *testing.T) {
 		"cat docs/missing-in-code.md",
 		"```",
 		"# isochron",
+		"A pattern in code, `^[a-z]([-a-z0-9]*[a-z0-9])?$`, is no link; [`ops`](docs/ops.md#slo-burn-rate) is one, [x](docs/gone.md).",
 	}, "\n"))
 	write("config/prometheus/rules.yaml", "        runbook_url: https://x/blob/main/docs/ops.md#slo-burn-rate\n"+
 		"        runbook_url: https://x/blob/main/docs/ops.md#gone\n"+
@@ -71,6 +72,7 @@ func TestChecker(t *testing.T) {
 		`README.md:2: "../shared/x.md": points outside the repository`,
 		`README.md:3: "internal/nowhere": no such file or folder internal/nowhere`,
 		`README.md:3: "docs/ops.md, \"Pages\"": no heading that begins so in docs/ops.md`,
+		`README.md:8: "docs/gone.md": no such file or folder docs/gone.md`,
 		`config/prometheus/rules.yaml:2: "https://x/blob/main/docs/ops.md#gone": no heading with anchor #gone in docs/ops.md`,
 		`config/prometheus/rules.yaml:3: "docs/ops.md#slo-burn-rate": a runbook_url must start with https://x/blob/main/ and name a document of this repository`,
 	}
