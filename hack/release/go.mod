@@ -1,0 +1,23 @@
+// The release tools (make docker-push, build-installer; hack/make/release.mk). A separate
+// module keeps go-containerregistry out of the operator's go.mod.
+module isochron.io/isochron/hack/release
+
+go 1.26.0
+
+require (
+	github.com/google/go-cmp v0.7.0
+	github.com/google/go-containerregistry v0.22.1
+	go.yaml.in/yaml/v3 v3.0.5
+)
+
+require (
+	github.com/docker/cli v29.7.2+incompatible // indirect
+	github.com/docker/docker-credential-helpers v0.9.5 // indirect
+	github.com/klauspost/compress v1.19.2 // indirect
+	github.com/opencontainers/go-digest v1.0.0 // indirect
+	github.com/opencontainers/image-spec v1.1.1 // indirect
+	github.com/sirupsen/logrus v1.10.2 // indirect
+	golang.org/x/sync v0.23.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	gotest.tools/v3 v3.5.2 // indirect
+)
