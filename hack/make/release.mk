@@ -48,3 +48,8 @@ build-installer: $(KUSTOMIZE) ## Write dist/install.yaml (config/default) and di
 	$(KUSTOMIZE) build config/monitoring | $(RUNBOOK_BASE) > $(DIST)/monitoring.yaml.tmp
 	mv $(DIST)/monitoring.yaml.tmp $(DIST)/monitoring.yaml
 	@echo "wrote $(DIST)/install.yaml and $(DIST)/monitoring.yaml for $(REGISTRY), $(VERSION)"
+
+# Not part of make test: it cross-compiles for two platforms (minutes; DEVELOPERS.md, "Images").
+.PHONY: test-release
+test-release: $(KUSTOMIZE) ## Push the release into a registry the test starts in-process (distribution, in memory), check each image index and build-installer's manifests (hack/release).
+	cd hack/release && $(GO) vet ./... && $(GO) test ./... -count=1 -timeout 30m $(RELEASE_TEST_FLAGS)
