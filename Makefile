@@ -52,6 +52,9 @@ GO_BUILD = CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(GO_LDFLAGS)'
 IMG ?= isochron/manager:$(VERSION)
 PROBE_IMG ?= isochron/rtprobe:$(VERSION)
 NIC_AGENT_IMG ?= isochron/nic-agent:$(VERSION)
+# Where a release's images are pushed (make docker-push) and what dist/install.yaml names
+# (make build-installer): REGISTRY/manager:VERSION, REGISTRY/nic-agent, REGISTRY/rtprobe.
+REGISTRY ?= ghcr.io/isochron
 
 # The alerts' runbook_url (config/prometheus/rules.yaml) is this base followed by
 # docs/operations.md#<alert>. The rules hold RUNBOOK_BASE_URL_SOURCE, so that `kubectl apply
@@ -244,3 +247,4 @@ include hack/make/docker.mk
 include hack/make/e2e.mk
 include hack/make/prometheus.mk
 include hack/make/netlab.mk
+include hack/make/release.mk
