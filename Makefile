@@ -118,8 +118,8 @@ test-unit: ## Run the unit tests of the pure core, the CLIs and the probes (no A
 	$(GO) test ./internal/... ./api/... ./cmd/... ./probes/... ./build/... ./test/health/... ./test/monitoring/...
 
 .PHONY: test-integration
-test-integration: envtest-bins $(KUSTOMIZE) ## Run the operator against a real kube-apiserver and etcd (envtest) with the real CRDs; install config/default and run the manager binary (test/deploy).
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) KUSTOMIZE=$(KUSTOMIZE) $(GO) test ./controllers/... ./test/integration/... ./test/deploy/... -count=1 -timeout 20m
+test-integration: envtest-bins $(KUSTOMIZE) ## Run the operator against a real kube-apiserver and etcd (envtest) with the real CRDs; install config/default and run the manager binary (test/deploy); the kubectl plugin's commands.
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) KUSTOMIZE=$(KUSTOMIZE) $(GO) test ./controllers/... ./test/integration/... ./test/deploy/... ./cmd/kubectl-isochron/... -count=1 -timeout 20m
 
 .PHONY: test-admission
 test-admission: ## Judge every rendered VMI with KubeVirt's own admission code (module test/kubevirt).
@@ -188,6 +188,27 @@ build: ## Build the manager, isochronctl, nic-agent and rtprobe static (CGO_ENAB
 	cp $(LOCALBIN)/rtprobe $(LOCALBIN)/agent.img
 	truncate -s %512 $(LOCALBIN)/agent.img
 	chmod 0440 $(LOCALBIN)/agent.img
+
+# The kubectl plugin's builds (make kubectl-plugin): OS/arch pairs, each a tar.gz in dist/.
+PLUGIN_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+
+.PHONY: kubectl-plugin
+kubectl-plugin: ## Build kubectl-isochron (VERSION) for linux and darwin, amd64 and arm64, as dist/kubectl-isochron-<os>-<arch>.tar.gz, and dist/isochron.yaml, krew's manifest (plugins/isochron.yaml) with their sha256.
+	rm -rf dist/kubectl-isochron-* dist/isochron.yaml
+	mkdir -p dist
+	manifest="$$(sed 's/VERSION/$(VERSION)/g' plugins/isochron.yaml)"; \
+	for p in $(PLUGIN_PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; dir=dist/kubectl-isochron-$$os-$$arch; \
+		mkdir -p $$dir; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $$dir/kubectl-isochron ./cmd/kubectl-isochron; \
+		tar -C $$dir -czf $$dir.tar.gz kubectl-isochron; \
+		rm -rf $$dir; \
+		sum=$$(sha256sum $$dir.tar.gz | cut -d' ' -f1); \
+		key=$$(echo "SHA256_$${os}_$${arch}" | tr a-z A-Z); \
+		manifest="$$(echo "$$manifest" | sed "s/$$key/$$sum/")"; \
+	done; \
+	echo "$$manifest" > dist/isochron.yaml
+	@if grep -q SHA256_ dist/isochron.yaml; then echo "dist/isochron.yaml: a platform was not built:"; grep SHA256_ dist/isochron.yaml; exit 1; fi
 
 ##@ Deployment (config/)
 

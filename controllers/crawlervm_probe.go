@@ -44,7 +44,7 @@ func (r *CrawlerVMReconciler) runProbes(ctx context.Context, cvm *isov1.CrawlerV
 		return 0, err
 	}
 	// After activeProbe: a probe it recorded is status.lastProbe now.
-	st := slo.State{Now: now, Last: cvm.Status.LastProbe}
+	st := slo.State{Now: now, Last: cvm.Status.LastProbe, Requested: slo.Requested(cvm)}
 	if running != nil {
 		st.VMIUID, st.Node, st.Migration = string(running.UID), running.Status.NodeName, slo.PlacedBy(running)
 	}

@@ -54,7 +54,7 @@ func (r *CrawlerVMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&isov1.CrawlerVM{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, reservationChanged, fencedNodeAttested))).
+		For(&isov1.CrawlerVM{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, reservationChanged, fencedNodeAttested, probeRequested))).
 		Owns(&kubevirtv1.VirtualMachine{}).
 		// Migrations of a crawler's VMI, isochron's and anyone else's (takeOverMigrations).
 		Watches(&kubevirtv1.VirtualMachineInstanceMigration{}, handler.EnqueueRequestsFromMapFunc(byMigratedVMI)).

@@ -268,7 +268,7 @@ const (
 )
 
 // ProbeTrigger is why a probe ran.
-// +kubebuilder:validation:Enum=Start;SpecChange;Moved;Schedule;Retry
+// +kubebuilder:validation:Enum=Start;SpecChange;Moved;Schedule;Retry;Requested
 type ProbeTrigger string
 
 const (
@@ -284,6 +284,8 @@ const (
 	// TriggerRetry: the last probe of the spec failed, timed out or received no traffic,
 	// and its backoff passed.
 	TriggerRetry ProbeTrigger = "Retry"
+	// TriggerRequested: someone asked for a probe now (AnnotationProbeRequested).
+	TriggerRequested ProbeTrigger = "Requested"
 )
 
 // ProbeResult is the outcome of one probe run.
@@ -293,7 +295,7 @@ type ProbeResult struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	Job string `json:"job,omitempty"`
-	// trigger is why the probe ran: Start, SpecChange, Schedule or Retry.
+	// trigger is why the probe ran: Start, SpecChange, Moved, Schedule, Retry or Requested.
 	// +required
 	Trigger ProbeTrigger `json:"trigger,omitempty"`
 	// observedGeneration is the spec generation the probe measured.

@@ -50,6 +50,12 @@ const (
 	AnnotationProbeSlot       = "isochron.io/probe-slot"
 )
 
+// AnnotationProbeRequested on a CrawlerVM asks for a probe now (kubectl isochron probe): its
+// value is when it was asked, in RFC 3339 (whole seconds count). A probe with trigger
+// Requested starts once the crawler's VMI runs, when no probe started at or after that
+// time; a time still in the future waits until it is reached.
+const AnnotationProbeRequested = "isochron.io/probe-requested"
+
 // AnnotationMultusResourceName is Multus's annotation on a NetworkAttachmentDefinition
 // naming the device resource (an SR-IOV VF pool) a pod on that network needs. The
 // NetworkAttachmentDefinition client, which defines Multus's other annotations, has no

@@ -69,6 +69,15 @@ func (inv *Inventory) Requests() []placement.Request {
 	return reqs
 }
 
+// residents are the reservations inv.Residents hold (a moving crawler's on both nodes).
+func (inv *Inventory) residents() []placement.Resident {
+	var out []placement.Resident
+	for _, c := range inv.Residents {
+		out = append(out, inventory.Residents(c)...)
+	}
+	return out
+}
+
 // paramsOf is the contention profile of the named node, the defaults if it is not in the
 // input.
 func (inv *Inventory) paramsOf(name string) model.Params {

@@ -40,6 +40,12 @@ type Inventory struct {
 	// configuration sets what launchers' support containers request (KubeVirt's defaults
 	// without it).
 	KubeVirt *kubevirtv1.KubeVirt
+	// Residents are crawlers a live cluster has placed already (Live): they keep the
+	// reservations in their status, and plan places CrawlerVMs beside them. None in files.
+	Residents []*isov1.CrawlerVM
+
+	// namespace is the namespace of CrawlerVMs that name none.
+	namespace string
 }
 
 // InputError is invalid input: the CLI exits 2 with it.
@@ -50,11 +56,16 @@ func (e *InputError) Error() string { return strings.Join(e.Problems, "\n") }
 // Load reads every YAML or JSON document (multi-document files, Lists, and directories
 // of .yaml/.yml/.json files) at paths. "-" is standard input.
 func Load(ctx context.Context, paths []string, stdin io.Reader) (*Inventory, error) {
+	return LoadIn(ctx, "default", paths, stdin)
+}
+
+// LoadIn is Load with CrawlerVMs that name no namespace in namespace (kubectl's -n).
+func LoadIn(ctx context.Context, namespace string, paths []string, stdin io.Reader) (*Inventory, error) {
 	v, err := newValidators()
 	if err != nil {
 		return nil, err
 	}
-	inv := &Inventory{}
+	inv := &Inventory{namespace: namespace}
 	var problems []string
 	for _, p := range paths {
 		files, err := expand(p)
@@ -162,7 +173,7 @@ func (inv *Inventory) add(ctx context.Context, v validators, where string, j []b
 			obj["metadata"] = md
 		}
 		if ns, _ := md["namespace"].(string); ns == "" {
-			md["namespace"] = "default" // as kubectl does without -n
+			md["namespace"] = inv.namespace // as kubectl does: -n, or default
 		}
 		name := fmt.Sprintf("%s: CrawlerVM %v/%v", where, md["namespace"], md["name"])
 		if n, _ := md["name"].(string); n == "" {

@@ -104,12 +104,12 @@ func CheckPlanInput(inv *Inventory) error {
 }
 
 // Plan places every CrawlerVM of inv on its Nodes with the core's planner
-// (placement.Plan): from scratch and in namespace/name order, as the operator would on
-// a fresh cluster, every figure the one the crawler would see with the whole plan
-// applied. Check the input with CheckPlanInput first.
+// (placement.PlanOn): in namespace/name order, as the operator would on a fresh cluster
+// (or beside inv.Residents, which keep their nodes), every figure the one the crawler
+// would see with the whole plan applied. Check the input with CheckPlanInput first.
 func Plan(inv *Inventory) Result {
 	corrections := inv.Corrections()
-	planned, nodes := placement.Plan(inv.PlacementNodes(), inv.Requests())
+	planned, nodes := placement.PlanOn(inv.PlacementNodes(), inv.residents(), inv.Requests())
 	res := Result{Crawlers: make([]CrawlerPlan, len(planned)), Nodes: make([]NodePlan, len(nodes))}
 	for i, p := range planned {
 		c := inv.CrawlerVMs[i]

@@ -18,7 +18,13 @@ type Planned struct {
 // returns the outcome of each request, in the order of reqs, and each node's summary,
 // sorted by name.
 func Plan(nodes []Node, reqs []Request) ([]Planned, []NodeSummary) {
-	p := NewPlanner(nodes, nil)
+	return PlanOn(nodes, nil, reqs)
+}
+
+// PlanOn is Plan on nodes that already hold residents (a live cluster's reservations):
+// they keep their nodes and count in every decision and in the final predictions.
+func PlanOn(nodes []Node, residents []Resident, reqs []Request) ([]Planned, []NodeSummary) {
+	p := NewPlanner(nodes, residents)
 	out := make([]Planned, len(reqs))
 	for i, req := range reqs {
 		req.Current = ""

@@ -13,8 +13,10 @@ func TestPlan(t *testing.T) {
 	}
 	cases := map[string]struct {
 		nodes []Node
-		reqs  []Request
-		want  []outcome
+		// residents are crawlers already placed (PlanOn).
+		residents []Resident
+		reqs      []Request
+		want      []outcome
 		// crawlers is each node's crawlers after the plan, by node name.
 		crawlers map[string][]string
 	}{
@@ -39,10 +41,18 @@ func TestPlan(t *testing.T) {
 			want:     []outcome{{Node: "a", Final: true}, {Node: "a", Final: true}},
 			crawlers: map[string][]string{"a": {"bms/x", "bms/y"}, "b": {}},
 		},
+		"residents keep their nodes and count": {
+			// 6 CPUs on a: the resident's 3 host CPUs leave no room for another; b takes it.
+			nodes:     []Node{rtNode("a", 6), rtNode("b", 6)},
+			residents: []Resident{resident("bms/old", "a", demand(400))},
+			reqs:      []Request{{Key: "bms/new", Demand: demand(400)}},
+			want:      []outcome{{Node: "b", Final: true}},
+			crawlers:  map[string][]string{"a": {"bms/old"}, "b": {"bms/new"}},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			planned, nodes := Plan(tc.nodes, tc.reqs)
+			planned, nodes := PlanOn(tc.nodes, tc.residents, tc.reqs)
 			got := make([]outcome, len(planned))
 			for i, p := range planned {
 				got[i] = outcome{Node: p.Node, Final: p.Final.Key == tc.reqs[i].Key}

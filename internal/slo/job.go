@@ -100,7 +100,8 @@ type Run struct {
 	// started there: with Node, what makes each placement's run its own (a VMI that
 	// moves back to a node it left is measured there again).
 	Migration string
-	// Slot is the schedule time a scheduled run fills; zero otherwise.
+	// Slot is the schedule time a scheduled run fills, or the time a requested run was
+	// asked for (AnnotationProbeRequested); zero otherwise.
 	Slot time.Time
 }
 

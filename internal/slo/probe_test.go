@@ -420,6 +420,46 @@ func TestNext(t *testing.T) {
 			st:   State{Now: now, VMIUID: "vmi-1", Node: "b", Active: &Active{Name: "a", Run: Run{Generation: 3, VMIUID: "vmi-1", Node: "a"}}},
 			want: Decision{Cancel: true},
 		},
+		"requested after the last probe started: a requested run": {
+			cvm:  crawler(),
+			st:   State{Now: now, VMIUID: "vmi-1", Last: last(3, "vmi-1", t0), Requested: now.Add(-time.Minute)},
+			want: Decision{Start: &Run{Trigger: isov1.TriggerRequested, Generation: 3, VMIUID: "vmi-1", Slot: now.Add(-time.Minute)}},
+		},
+		"requested before the last probe started: nothing": {
+			cvm: crawler(),
+			st:  State{Now: now, VMIUID: "vmi-1", Last: last(3, "vmi-1", t0), Requested: t0.Add(-time.Second)},
+		},
+		"requested in the second the last probe started: that probe's": {
+			cvm: crawler(),
+			st:  State{Now: now, VMIUID: "vmi-1", Last: last(3, "vmi-1", t0), Requested: t0},
+		},
+		"requested ahead of the manager's clock: look again then": {
+			cvm:  crawler(),
+			st:   State{Now: now, VMIUID: "vmi-1", Last: last(3, "vmi-1", t0), Requested: now.Add(30 * time.Second)},
+			want: Decision{After: 30 * time.Second},
+		},
+		"requested while a probe runs: wait for it": {
+			cvm: crawler(),
+			st: State{Now: now, VMIUID: "vmi-1", Last: last(3, "vmi-1", t0), Requested: now.Add(-time.Minute),
+				Active: &Active{Name: "a", Run: Run{Trigger: isov1.TriggerSchedule, Generation: 3, VMIUID: "vmi-1"}}},
+		},
+		"requested before the VMI runs: nothing yet": {
+			cvm: crawler(), st: State{Now: now, Requested: now.Add(-time.Minute)},
+		},
+		"requested on a VMI never measured: its first run serves it": {
+			cvm: crawler(), st: State{Now: now, VMIUID: "vmi-1", Requested: now.Add(-time.Minute)},
+			want: Decision{Start: &Run{Trigger: isov1.TriggerStart, Generation: 3, VMIUID: "vmi-1"}},
+		},
+		"requested after a missed slot: the slot's run serves it": {
+			cvm:  crawler(withSchedule("@hourly")),
+			st:   State{Now: now, VMIUID: "vmi-1", Last: last(3, "vmi-1", t0.Add(time.Second)), Requested: now.Add(-time.Minute)},
+			want: Decision{Start: &Run{Trigger: isov1.TriggerSchedule, Generation: 3, VMIUID: "vmi-1", Slot: t0.Add(time.Hour)}},
+		},
+		"requested before a failed probe's backoff ends: requested now": {
+			cvm:  crawler(),
+			st:   State{Now: now, VMIUID: "vmi-1", Last: failedAt(now.Add(-30*time.Second), 1), Requested: now.Add(-time.Second)},
+			want: Decision{Start: &Run{Trigger: isov1.TriggerRequested, Generation: 3, VMIUID: "vmi-1", Slot: now.Add(-time.Second)}},
+		},
 		"invalid schedule": {
 			cvm: crawler(withSchedule("61 * * * *")), st: State{Now: now, VMIUID: "vmi-1"},
 			err: `spec.probe.schedule "61 * * * *" is not a valid cron schedule`,
@@ -440,6 +480,28 @@ func TestNext(t *testing.T) {
 			if (got.Start == nil) != (tc.want.Start == nil) || (got.Start != nil && *got.Start != *tc.want.Start) ||
 				got.Cancel != tc.want.Cancel || got.After != tc.want.After {
 				t.Errorf("Next = %+v (start %+v), want %+v (start %+v)", got, got.Start, tc.want, tc.want.Start)
+			}
+		})
+	}
+}
+
+func TestRequested(t *testing.T) {
+	tests := map[string]struct {
+		annotations map[string]string
+		want        time.Time
+	}{
+		"not asked":        {},
+		"asked":            {annotations: map[string]string{isov1.AnnotationProbeRequested: "2026-11-22T03:00:05Z"}, want: t0.Add(5 * time.Second)},
+		"to the second":    {annotations: map[string]string{isov1.AnnotationProbeRequested: "2026-11-22T03:00:05.9Z"}, want: t0.Add(5 * time.Second)},
+		"another zone":     {annotations: map[string]string{isov1.AnnotationProbeRequested: "2026-11-22T04:00:05+01:00"}, want: t0.Add(5 * time.Second)},
+		"not a time":       {annotations: map[string]string{isov1.AnnotationProbeRequested: "now"}},
+		"an empty request": {annotations: map[string]string{isov1.AnnotationProbeRequested: ""}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := crawler(func(c *isov1.CrawlerVM) { c.Annotations = tc.annotations })
+			if got := Requested(c); !got.Equal(tc.want) {
+				t.Errorf("Requested = %v, want %v", got, tc.want)
 			}
 		})
 	}

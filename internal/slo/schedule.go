@@ -27,6 +27,8 @@ type State struct {
 	Active *Active
 	// Last is status.lastProbe.
 	Last *isov1.ProbeResult
+	// Requested is when someone asked for a probe now (Requested); zero for never.
+	Requested time.Time
 }
 
 // Active is a probe Job that has not finished.
@@ -48,9 +50,10 @@ type Decision struct {
 }
 
 // Next decides whether a probe starts, is cancelled, or when to look again. A probe
-// runs after the VMI starts running, after each spec change and on spec.probe.schedule;
-// never two at once: a new one waits until the active Job is gone. The error is an
-// invalid spec.probe.schedule.
+// runs after the VMI starts running, after each spec change, when asked for (a request
+// newer than the last probe's start) and on spec.probe.schedule; never two at once: a
+// new one waits until the active Job is gone. The error is an invalid
+// spec.probe.schedule.
 func Next(cvm *isov1.CrawlerVM, st State) (Decision, error) {
 	sched, err := Schedule(cvm)
 	if err != nil {
@@ -77,7 +80,7 @@ func Next(cvm *isov1.CrawlerVM, st State) (Decision, error) {
 		return Decision{Start: &Run{Trigger: trigger, Generation: cvm.Generation, VMIUID: st.VMIUID, Node: st.Node, Migration: st.Migration}}, nil
 	}
 	// A failed or timed-out probe is tried again after its backoff, unless the schedule
-	// comes first.
+	// or a request comes first.
 	var next time.Time
 	trigger := isov1.TriggerSchedule
 	if sched != nil {
@@ -85,6 +88,9 @@ func Next(cvm *isov1.CrawlerVM, st State) (Decision, error) {
 	}
 	if due, retry := RetryDue(st.Last); retry && (next.IsZero() || due.Before(next)) {
 		next, trigger = due, isov1.TriggerRetry
+	}
+	if r := st.Requested; r.After(st.Last.StartTime.Time) && (next.IsZero() || !next.Before(r)) {
+		next, trigger = r, isov1.TriggerRequested
 	}
 	if next.IsZero() {
 		return Decision{}, nil
@@ -142,6 +148,22 @@ func Measured(cvm *isov1.CrawlerVM, last *isov1.ProbeResult, vmiUID, node string
 // sameNode says whether a probe of node a measured node b; a probe that recorded no node
 // (a release before live migrations) measured wherever its VMI runs.
 func sameNode(a, b string) bool { return a == "" || b == "" || a == b }
+
+// Requested is when a probe was asked for on cvm (isov1.AnnotationProbeRequested), to
+// the second: zero when it was not, or when the annotation is not an RFC 3339 time.
+// Whole seconds, as a probe's start is recorded: a request within the second a probe
+// started is that probe's.
+func Requested(cvm *isov1.CrawlerVM) time.Time {
+	v, ok := cvm.Annotations[isov1.AnnotationProbeRequested]
+	if !ok {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}
+	}
+	return t.UTC().Truncate(time.Second)
+}
 
 // Schedule parses spec.probe.schedule (five cron fields or a descriptor such as @daily,
 // in UTC); nil when it is empty.
