@@ -105,7 +105,7 @@ func render(crds []apiextv1.CustomResourceDefinition) ([]byte, error) {
 	b.WriteString(header)
 	b.WriteString("\n")
 	for _, crd := range crds {
-		b.WriteString(fmt.Sprintf("- [%s](#%s)\n", crd.Spec.Names.Kind, strings.ToLower(crd.Spec.Names.Kind)))
+		fmt.Fprintf(&b, "- [%s](#%s)\n", crd.Spec.Names.Kind, strings.ToLower(crd.Spec.Names.Kind))
 	}
 	for _, crd := range crds {
 		if err := renderKind(&b, crd); err != nil {
@@ -262,14 +262,14 @@ func constraints(s apiextv1.JSONSchemaProps) string {
 		}
 		out = append(out, op+" "+number(*s.Maximum))
 	}
-	bounds := func(what string, min, max *int64) {
+	bounds := func(what string, lo, hi *int64) {
 		switch {
-		case min != nil && max != nil:
-			out = append(out, fmt.Sprintf("%s %d to %d", what, *min, *max))
-		case min != nil:
-			out = append(out, fmt.Sprintf("%s at least %d", what, *min))
-		case max != nil:
-			out = append(out, fmt.Sprintf("%s at most %d", what, *max))
+		case lo != nil && hi != nil:
+			out = append(out, fmt.Sprintf("%s %d to %d", what, *lo, *hi))
+		case lo != nil:
+			out = append(out, fmt.Sprintf("%s at least %d", what, *lo))
+		case hi != nil:
+			out = append(out, fmt.Sprintf("%s at most %d", what, *hi))
 		}
 	}
 	bounds("length", s.MinLength, s.MaxLength)
