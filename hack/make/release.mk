@@ -63,6 +63,11 @@ helm-chart: $(KUSTOMIZE) ## Write the Helm chart dist/chart/isochron (version VE
 		-default $(abspath $(DIST))/chart-default.yaml.tmp -monitoring $(abspath $(DIST))/chart-monitoring.yaml.tmp -out $(abspath $(CHART_DIR))
 	rm -f $(DIST)/chart-default.yaml.tmp $(DIST)/chart-monitoring.yaml.tmp
 
+# The chart against build-installer's manifests, rendered and linted with Helm's Go library.
+.PHONY: test-chart
+test-chart: $(KUSTOMIZE) ## Check that the Helm chart (make helm-chart), rendered with its default values, is dist/install.yaml (and with monitoring.enabled, monitoring.yaml too), that each value lands where it should, and helm lint (hack/release/chart).
+	cd hack/release && $(GO) vet ./chart && $(GO) test ./chart -count=1 $(CHART_TEST_FLAGS)
+
 # Not part of make test: it cross-compiles for two platforms (minutes; DEVELOPERS.md, "Images").
 .PHONY: test-release
 test-release: $(KUSTOMIZE) ## Push the release into a registry the test starts in-process (distribution, in memory), check each image index and build-installer's manifests (hack/release).
