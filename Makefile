@@ -131,7 +131,7 @@ docs-check: ## Check the links of README, CHANGELOG, DEVELOPERS and docs/ and th
 	$(GO) run ./hack/linkcheck -runbook-base $(RUNBOOK_BASE_URL_SOURCE)
 
 .PHONY: test
-test: docs-check vet verify-generated lint test-unit test-rules test-integration test-admission test-e2e-config ## Run every test: links in the docs, linters, unit, Prometheus rules, integration on a real API server, KubeVirt admission, e2e configs.
+test: docs-check vet verify-generated lint test-unit test-rules test-integration test-admission test-e2e-config test-chart ## Run every test: links in the docs, linters, unit, Prometheus rules, integration on a real API server, KubeVirt admission, e2e configs, the Helm chart against install.yaml.
 
 ##@ Demo (hack/demo)
 

@@ -49,6 +49,25 @@ build-installer: $(KUSTOMIZE) ## Write dist/install.yaml (config/default) and di
 	mv $(DIST)/monitoring.yaml.tmp $(DIST)/monitoring.yaml
 	@echo "wrote $(DIST)/install.yaml and $(DIST)/monitoring.yaml for $(REGISTRY), $(VERSION)"
 
+# The Helm chart is made from the same kustomize builds as build-installer's manifests;
+# hack/release/chart templatises only what values.yaml sets (docs/operations.md, "With Helm").
+CHART_DIR ?= $(DIST)/chart/isochron
+
+.PHONY: helm-chart
+helm-chart: $(KUSTOMIZE) ## Write the Helm chart dist/chart/isochron (version VERSION; images REGISTRY/NAME, pinned by RELEASE_DIGESTS when it has them) from config/default and config/monitoring (hack/release/chart).
+	mkdir -p $(DIST)
+	$(KUSTOMIZE) build config/default | $(RUNBOOK_BASE) > $(DIST)/chart-default.yaml.tmp
+	$(KUSTOMIZE) build config/monitoring | $(RUNBOOK_BASE) > $(DIST)/chart-monitoring.yaml.tmp
+	$(RELEASE_TOOL) ./chart -registry $(REGISTRY) -version $(VERSION) -digests $(abspath $(RELEASE_DIGESTS)) \
+		$(foreach i,$(RELEASE_IMAGES),-image $(lastword $(subst =, ,$(i)))=$(firstword $(subst =, ,$(i)))) \
+		-default $(abspath $(DIST))/chart-default.yaml.tmp -monitoring $(abspath $(DIST))/chart-monitoring.yaml.tmp -out $(abspath $(CHART_DIR))
+	rm -f $(DIST)/chart-default.yaml.tmp $(DIST)/chart-monitoring.yaml.tmp
+
+# The chart against build-installer's manifests, rendered and linted with Helm's Go library.
+.PHONY: test-chart
+test-chart: $(KUSTOMIZE) ## Check that the Helm chart (make helm-chart), rendered with its default values, is dist/install.yaml (and with monitoring.enabled, monitoring.yaml too), that each value lands where it should, and helm lint (hack/release/chart).
+	cd hack/release && $(GO) vet ./chart && $(GO) test ./chart -count=1 $(CHART_TEST_FLAGS)
+
 # Not part of make test: it cross-compiles for two platforms (minutes; DEVELOPERS.md, "Images").
 .PHONY: test-release
 test-release: $(KUSTOMIZE) ## Push the release into a registry the test starts in-process (distribution, in memory), check each image index and build-installer's manifests (hack/release).
