@@ -2,10 +2,10 @@ package controllers
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/placement"
@@ -21,8 +21,7 @@ const probeResultCancelled = "Cancelled"
 // its registry (SetupWithManager).
 type metrics struct {
 	probeRuns          *prometheus.CounterVec
-	probeIntervals     *prometheus.CounterVec
-	probeIntervalsOver *prometheus.CounterVec
+	probeIntervals     *probeCounters
 	outages            *prometheus.CounterVec
 	downtime           *prometheus.CounterVec
 	placementDecisions *prometheus.CounterVec
@@ -30,14 +29,6 @@ type metrics struct {
 	placementBatch     prometheus.Histogram
 	moves              *prometheus.CounterVec
 	calibrationSamples *prometheus.CounterVec
-
-	// start is when this process began reporting: probe results that finished before it
-	// are not added to the counters (a previous leader did).
-	start time.Time
-	// counted remembers, per crawler (namespace/name), the probe Job whose intervals
-	// were last added to the counters, so a result is counted once.
-	mu      sync.Mutex
-	counted map[string]string
 }
 
 // crawlerLabels are the labels of the per-crawler series, then extra.
@@ -49,14 +40,7 @@ func newMetrics(start time.Time) *metrics {
 			Name: "isochron_probe_runs_total",
 			Help: "Probe runs that finished, by result: Confirmed, Refuted, Inconclusive, Failed, TimedOut, or Cancelled (outdated spec or VMI).",
 		}, []string{"result"}),
-		probeIntervals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "isochron_crawler_probe_intervals_total",
-			Help: "Intervals the crawler's probes measured, counted when each probe finishes.",
-		}, crawlerLabels()),
-		probeIntervalsOver: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "isochron_crawler_probe_intervals_over_tolerance_total",
-			Help: "Intervals whose error exceeded the crawler's tolerance (missing requests included), counted when each probe finishes.",
-		}, crawlerLabels()),
+		probeIntervals: newProbeCounters(start),
 		outages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "isochron_crawler_outages_total",
 			Help: "Outages of the crawler, by cause (Crash, Move, Drain, NodeLoss, SpecChange, Unplaceable, Stopped), counted when each begins.",
@@ -87,8 +71,6 @@ func newMetrics(start time.Time) *metrics {
 			Name: "isochron_calibration_samples_total",
 			Help: "Conclusive probes recorded in their node's calibration, by verdict (Confirmed, Refuted).",
 		}, []string{"verdict"}),
-		start:   start,
-		counted: map[string]string{},
 	}
 	for _, reason := range []isov1.MoveReason{isov1.MoveRefuted, isov1.MoveEvacuation, isov1.MoveSpecChange} {
 		m.moves.WithLabelValues(string(reason), string(isov1.MoveLive), string(isov1.MoveSucceeded))
@@ -107,7 +89,7 @@ func newMetrics(start time.Time) *metrics {
 
 // register adds the metrics, the crawler collector and the node collector to reg.
 func (m *metrics) register(reg prometheus.Registerer, collectors ...prometheus.Collector) error {
-	cs := append([]prometheus.Collector{m.probeRuns, m.probeIntervals, m.probeIntervalsOver, m.placementDecisions, m.placementDuration, m.placementBatch,
+	cs := append([]prometheus.Collector{m.probeRuns, m.probeIntervals, m.placementDecisions, m.placementDuration, m.placementBatch,
 		m.moves, m.calibrationSamples, m.outages, m.downtime}, collectors...)
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
@@ -120,46 +102,15 @@ func (m *metrics) register(reg prometheus.Registerer, collectors ...prometheus.C
 // observe adds the crawler's last probe, as persisted, to its counters (the gauges are
 // read from the cache at each scrape: crawlerCollector).
 func (m *metrics) observe(cvm *isov1.CrawlerVM) {
-	// The counters exist from 0 before the first probe adds to them, so that
-	// increase() over a window sees that first probe too.
-	m.probeIntervals.WithLabelValues(cvm.Namespace, cvm.Name)
-	m.probeIntervalsOver.WithLabelValues(cvm.Namespace, cvm.Name)
-	m.countProbe(cvm)
-}
-
-// countProbe adds the last probe's intervals to the counters, once per probe Job, and
-// only for results that finished while this process reported.
-func (m *metrics) countProbe(cvm *isov1.CrawlerVM) {
-	last := cvm.Status.LastProbe
-	if last == nil || last.IntervalError == nil || last.CompletionTime == nil {
-		return
-	}
-	key := cvm.Namespace + "/" + cvm.Name
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.counted[key] == last.Job {
-		return
-	}
-	m.counted[key] = last.Job
-	if last.CompletionTime.Time.Before(m.start.Truncate(time.Second)) {
-		return
-	}
-	m.probeIntervals.WithLabelValues(cvm.Namespace, cvm.Name).Add(float64(last.IntervalError.Intervals))
-	if over := last.IntervalError.OverTolerance; over != nil {
-		m.probeIntervalsOver.WithLabelValues(cvm.Namespace, cvm.Name).Add(float64(*over))
-	}
+	m.probeIntervals.observe(cvm)
 }
 
 // forget deletes a deleted crawler's counters.
 func (m *metrics) forget(namespace, name string) {
 	l := prometheus.Labels{"namespace": namespace, "name": name}
-	m.probeIntervals.DeletePartialMatch(l)
-	m.probeIntervalsOver.DeletePartialMatch(l)
 	m.outages.DeletePartialMatch(l)
 	m.downtime.DeletePartialMatch(l)
-	m.mu.Lock()
-	delete(m.counted, namespace+"/"+name)
-	m.mu.Unlock()
+	m.probeIntervals.forget(types.NamespacedName{Namespace: namespace, Name: name})
 }
 
 // nodeCollector reports, at each scrape, every node's exclusive CPUs used and free and

@@ -88,3 +88,34 @@ func TestCrawlerSamples(t *testing.T) {
 		})
 	}
 }
+
+// A probe's intervals are added once, and only when it finished while this process
+// reported.
+func TestAddProbe(t *testing.T) {
+	start := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	result := func(job string, finished time.Time, over *int64) *isov1.ProbeResult {
+		return &isov1.ProbeResult{Job: job, CompletionTime: &metav1.Time{Time: finished},
+			IntervalError: &isov1.MeasuredIntervalError{Intervals: 1000, OverTolerance: over}}
+	}
+	counted := probeCount{job: "p1", intervals: 1000, over: 2}
+	cases := map[string]struct {
+		from probeCount
+		last *isov1.ProbeResult
+		want probeCount
+	}{
+		"no probe yet":                {from: probeCount{}, last: nil, want: probeCount{}},
+		"a probe still running":       {from: probeCount{}, last: &isov1.ProbeResult{Job: "p1"}, want: probeCount{}},
+		"the first probe":             {from: probeCount{}, last: result("p1", start.Add(time.Minute), ptr.To[int64](2)), want: counted},
+		"the same probe again":        {from: counted, last: result("p1", start.Add(time.Minute), ptr.To[int64](2)), want: counted},
+		"the next probe adds":         {from: counted, last: result("p2", start.Add(time.Hour), ptr.To[int64](3)), want: probeCount{job: "p2", intervals: 2000, over: 5}},
+		"without intervals over":      {from: probeCount{}, last: result("p1", start, nil), want: probeCount{job: "p1", intervals: 1000}},
+		"finished before this leader": {from: probeCount{}, last: result("p0", start.Add(-time.Minute), ptr.To[int64](2)), want: probeCount{job: "p0"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, addProbe(tc.from, tc.last, start), cmp.AllowUnexported(probeCount{})); diff != "" {
+				t.Errorf("addProbe (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
