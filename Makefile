@@ -122,7 +122,7 @@ SCALE_NODES ?= 1000
 OTHER_NODES ?= 500
 OTHER_PODS ?= 100000
 SCALE_STEADY ?= 30s
-GOMEMLIMIT_MANAGER ?= 200MiB
+GOMEMLIMIT_MANAGER ?= 440MiB
 
 .PHONY: bench-scale
 bench-scale: envtest-bins ## The manager binary on a real kube-apiserver: SCALE_CRAWLERS crawlers on SCALE_NODES RT nodes, without and then with OTHER_PODS other pods (and OTHER_NODES ordinary nodes): time to place all, CPU, peak and idle RSS (docs/placement.md).
