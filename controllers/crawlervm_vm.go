@@ -364,7 +364,13 @@ func hasOwner(o metav1.Object, uid types.UID) bool {
 // renders the same inputs (the VMI keeps its own until its next start), so KubeVirt
 // reports no restart required and keeps applying live updates, a move's affinity among
 // them.
-func (r *CrawlerVMReconciler) recordStartRevision(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) error {
+func (r *CrawlerVMReconciler) recordStartRevision(ctx context.Context, cached *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) error {
+	// The whole VM, from the API server: the cache keeps only what isochron reads of it
+	// (stripVM), and the revision is its whole spec.
+	vm := &kubevirtv1.VirtualMachine{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(cached), vm); err != nil {
+		return fmt.Errorf("reading VM %s for its start revision: %w", cached.Name, err)
+	}
 	name := fmt.Sprintf("revision-start-vm-%s-%d", vm.UID, vm.Generation)
 	data, err := json.Marshal(map[string]any{"spec": vm.Spec})
 	if err != nil {

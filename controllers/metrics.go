@@ -2,43 +2,27 @@ package controllers
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
-	"isochron.io/isochron/internal/outage"
 	"isochron.io/isochron/internal/placement"
-	"isochron.io/isochron/internal/slo"
 	"isochron.io/isochron/internal/version"
 )
 
 // Results of isochron_probe_runs_total besides the verdicts.
 const probeResultCancelled = "Cancelled"
 
-// metrics are the reconciler's Prometheus metrics. Per-crawler gauges are set from
-// status on every reconcile, so a new leader reports them as soon as it has reconciled
-// each crawler, and they are deleted with the crawler. The reconciler owns them and
-// registers them on its registry (SetupWithManager).
+// metrics are the reconciler's Prometheus metrics. The per-crawler gauges are computed
+// from each crawler's status in the cache at each scrape (crawlerCollector), so they
+// cost no memory between scrapes and go with the crawler; the per-crawler counters are
+// added to as probes and outages end. The reconciler owns them and registers them on
+// its registry (SetupWithManager).
 type metrics struct {
 	probeRuns          *prometheus.CounterVec
-	predictedError     *prometheus.GaugeVec
-	measuredError      *prometheus.GaugeVec
-	toleranceSeconds   *prometheus.GaugeVec
-	rtnicMisses        *prometheus.GaugeVec
-	objectiveRatio     *prometheus.GaugeVec
-	budgetRemaining    *prometheus.GaugeVec
-	probeIntervals     *prometheus.CounterVec
-	probeIntervalsOver *prometheus.CounterVec
-	placed             *prometheus.GaugeVec
-	ready              *prometheus.GaugeVec
-	sloConfirmed       *prometheus.GaugeVec
-	atRisk             *prometheus.GaugeVec
-	nodeLost           *prometheus.GaugeVec
-	down               *prometheus.GaugeVec
+	probeIntervals     *probeCounters
 	outages            *prometheus.CounterVec
 	downtime           *prometheus.CounterVec
 	placementDecisions *prometheus.CounterVec
@@ -46,14 +30,6 @@ type metrics struct {
 	placementBatch     prometheus.Histogram
 	moves              *prometheus.CounterVec
 	calibrationSamples *prometheus.CounterVec
-
-	// start is when this process began reporting: probe results that finished before it
-	// are not added to the counters (a previous leader did).
-	start time.Time
-	// counted remembers, per crawler (namespace/name), the probe Job whose intervals
-	// were last added to the counters, so a result is counted once.
-	mu      sync.Mutex
-	counted map[string]string
 }
 
 // crawlerLabels are the labels of the per-crawler series, then extra.
@@ -65,62 +41,7 @@ func newMetrics(start time.Time) *metrics {
 			Name: "isochron_probe_runs_total",
 			Help: "Probe runs that finished, by result: Confirmed, Refuted, Inconclusive, Failed, TimedOut, or Cancelled (outdated spec or VMI).",
 		}, []string{"result"}),
-		predictedError: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "isochron_crawler_predicted_interval_error_seconds",
-			Help: "Interval error the contention model predicts for the crawler at its objective percentile on its node.",
-		}, crawlerLabels()),
-		measuredError: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "isochron_crawler_measured_interval_error_seconds",
-			Help: "Interval error the last probe measured, by quantile (0.5, 0.99, 0.99999, and \"objective\" for the crawler's objective percentile).",
-		}, crawlerLabels("quantile")),
-		toleranceSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "isochron_crawler_interval_error_tolerance_seconds",
-			Help: "The crawler's spec.errorBudget.tolerance.",
-		}, crawlerLabels()),
-		rtnicMisses: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "isochron_crawler_rtnic_deadline_misses",
-			Help: "RT-NIC round trips that missed the deadline or were lost in the last probe.",
-		}, crawlerLabels()),
-		objectiveRatio: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "isochron_crawler_objective_ratio",
-			Help: "The crawler's spec.errorBudget.objective as a ratio (0.99999 for 99.999%); 1 minus it is the error budget.",
-		}, crawlerLabels()),
-		budgetRemaining: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "isochron_crawler_error_budget_remaining_ratio",
-			Help: "Share of the error budget the last probe of the current spec left: 1 - (intervals over tolerance / intervals) / (1 - objective). Negative when overspent.",
-		}, crawlerLabels()),
-		probeIntervals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "isochron_crawler_probe_intervals_total",
-			Help: "Intervals the crawler's probes measured, counted when each probe finishes.",
-		}, crawlerLabels()),
-		probeIntervalsOver: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "isochron_crawler_probe_intervals_over_tolerance_total",
-			Help: "Intervals whose error exceeded the crawler's tolerance (missing requests included), counted when each probe finishes.",
-		}, crawlerLabels()),
-		placed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "isochron_crawler_placed",
-			Help: "The Placed condition: 1 when a node holds the crawler, 0 when none can (see the condition's message).",
-		}, crawlerLabels()),
-		ready: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "isochron_crawler_ready",
-			Help: "The Ready condition: 1 when the crawler's VMI runs on its node.",
-		}, crawlerLabels()),
-		sloConfirmed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "isochron_crawler_slo_confirmed",
-			Help: "The SLOConfirmed condition: 1 when the last probe of the current spec confirmed the crawler's SLO, 0 when it did not (refuted, inconclusive, failed); absent while unknown.",
-		}, crawlerLabels()),
-		atRisk: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "isochron_crawler_at_risk",
-			Help: "The AtRisk condition: 1 when the crawler's prediction on its node, refreshed for what is there now, exceeds its tolerance, 0 while within; absent while it holds no node.",
-		}, crawlerLabels()),
-		nodeLost: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "isochron_crawler_node_lost",
-			Help: "1 while the crawler's node has not been ready for longer than --node-lost-grace (Ready=False, reason NodeLost): the crawler is presumed down until the node is fenced and it starts elsewhere; 0 otherwise.",
-		}, crawlerLabels()),
-		down: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "isochron_crawler_down",
-			Help: "1 while the crawler is in an outage (status.outages: it ran and stopped running), 0 otherwise; avg_over_time of it is the share of time it was down, which the downtime burn-rate alerts compare to the error budget.",
-		}, crawlerLabels()),
+		probeIntervals: newProbeCounters(start),
 		outages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "isochron_crawler_outages_total",
 			Help: "Outages of the crawler, by cause (Crash, Move, Drain, NodeLoss, SpecChange, Unplaceable, Stopped), counted when each begins.",
@@ -151,8 +72,6 @@ func newMetrics(start time.Time) *metrics {
 			Name: "isochron_calibration_samples_total",
 			Help: "Conclusive probes recorded in their node's calibration, by verdict (Confirmed, Refuted).",
 		}, []string{"verdict"}),
-		start:   start,
-		counted: map[string]string{},
 	}
 	for _, reason := range []isov1.MoveReason{isov1.MoveRefuted, isov1.MoveEvacuation, isov1.MoveSpecChange} {
 		m.moves.WithLabelValues(string(reason), string(isov1.MoveLive), string(isov1.MoveSucceeded))
@@ -169,12 +88,6 @@ func newMetrics(start time.Time) *metrics {
 	return m
 }
 
-// crawlerGauges are the gauges with a series per crawler.
-func (m *metrics) crawlerGauges() []*prometheus.GaugeVec {
-	return []*prometheus.GaugeVec{m.predictedError, m.measuredError, m.toleranceSeconds, m.rtnicMisses, m.sloConfirmed,
-		m.objectiveRatio, m.budgetRemaining, m.placed, m.ready, m.atRisk, m.nodeLost, m.down}
-}
-
 // NewBuildInfo is isochron_build_info: 1, labelled with the build of the running binary.
 // Every replica of the manager serves it, leader or not (cmd/manager registers it).
 func NewBuildInfo(v version.Info) prometheus.Collector {
@@ -187,13 +100,10 @@ func NewBuildInfo(v version.Info) prometheus.Collector {
 	return g
 }
 
-// register adds the metrics, and the node collector, to reg.
-func (m *metrics) register(reg prometheus.Registerer, nodes prometheus.Collector) error {
-	cs := []prometheus.Collector{m.probeRuns, m.probeIntervals, m.probeIntervalsOver, m.placementDecisions, m.placementDuration, m.placementBatch,
-		m.moves, m.calibrationSamples, m.outages, m.downtime, nodes}
-	for _, g := range m.crawlerGauges() {
-		cs = append(cs, g)
-	}
+// register adds the metrics, the crawler collector and the node collector to reg.
+func (m *metrics) register(reg prometheus.Registerer, collectors ...prometheus.Collector) error {
+	cs := append([]prometheus.Collector{m.probeRuns, m.probeIntervals, m.placementDecisions, m.placementDuration, m.placementBatch,
+		m.moves, m.calibrationSamples, m.outages, m.downtime}, collectors...)
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return err
@@ -202,111 +112,18 @@ func (m *metrics) register(reg prometheus.Registerer, nodes prometheus.Collector
 	return nil
 }
 
-// observe sets the crawler's gauges from its status, as persisted.
+// observe adds the crawler's last probe, as persisted, to its counters (the gauges are
+// read from the cache at each scrape: crawlerCollector).
 func (m *metrics) observe(cvm *isov1.CrawlerVM) {
-	ns, name := cvm.Namespace, cvm.Name
-	m.toleranceSeconds.WithLabelValues(ns, name).Set(cvm.Spec.ErrorBudget.Tolerance.Seconds())
-	obj := cvm.Spec.ErrorBudget.ObjectivePercent()
-	m.objectiveRatio.WithLabelValues(ns, name).Set(obj / 100)
-	conditionGauge(m.placed, cvm, isov1.ConditionPlaced)
-	conditionGauge(m.ready, cvm, isov1.ConditionReady)
-	conditionGauge(m.atRisk, cvm, isov1.ConditionAtRisk)
-	lost := 0.0
-	if c := apimeta.FindStatusCondition(cvm.Status.Conditions, isov1.ConditionReady); c != nil && c.Reason == isov1.ReasonNodeLost {
-		lost = 1
-	}
-	m.nodeLost.WithLabelValues(ns, name).Set(lost)
-	down := 0.0
-	if outage.Ongoing(cvm.Status.Outages) != nil {
-		down = 1
-	}
-	m.down.WithLabelValues(ns, name).Set(down)
-	// The counters exist from 0 before the first probe adds to them, so that
-	// increase() over a window sees that first probe too.
-	m.probeIntervals.WithLabelValues(ns, name)
-	m.probeIntervalsOver.WithLabelValues(ns, name)
-	m.countProbe(cvm)
-	if p := cvm.Status.Placement; p != nil && p.PredictedError != nil {
-		m.predictedError.WithLabelValues(ns, name).Set(p.PredictedError.Seconds())
-	} else {
-		m.predictedError.DeleteLabelValues(ns, name)
-	}
-	last := cvm.Status.LastProbe
-	remaining, known := 0.0, false
-	if last != nil && last.IntervalError != nil && last.IntervalError.OverTolerance != nil && last.ObservedGeneration == cvm.Generation {
-		remaining, known = slo.BudgetRemaining(*last.IntervalError.OverTolerance, last.IntervalError.Intervals, obj)
-	}
-	if known {
-		m.budgetRemaining.WithLabelValues(ns, name).Set(remaining)
-	} else {
-		m.budgetRemaining.DeleteLabelValues(ns, name)
-	}
-	if last != nil && last.IntervalError != nil {
-		ie := last.IntervalError
-		m.measuredError.WithLabelValues(ns, name, "0.5").Set(ie.P50.Seconds())
-		m.measuredError.WithLabelValues(ns, name, "0.99").Set(ie.P99.Seconds())
-		m.measuredError.WithLabelValues(ns, name, "0.99999").Set(ie.P99999.Seconds())
-		m.measuredError.WithLabelValues(ns, name, "objective").Set(ie.AtObjective.Seconds())
-	} else {
-		m.measuredError.DeletePartialMatch(prometheus.Labels{"namespace": ns, "name": name})
-	}
-	if last != nil && last.RTNIC != nil {
-		m.rtnicMisses.WithLabelValues(ns, name).Set(float64(last.RTNIC.Misses))
-	} else {
-		m.rtnicMisses.DeleteLabelValues(ns, name)
-	}
-	conditionGauge(m.sloConfirmed, cvm, isov1.ConditionSLOConfirmed)
+	m.probeIntervals.observe(cvm)
 }
 
-// conditionGauge sets g to 1 or 0 from a True or False condition; Unknown or absent
-// removes the series.
-func conditionGauge(g *prometheus.GaugeVec, cvm *isov1.CrawlerVM, typ string) {
-	switch c := apimeta.FindStatusCondition(cvm.Status.Conditions, typ); {
-	case c != nil && c.Status == metav1.ConditionTrue:
-		g.WithLabelValues(cvm.Namespace, cvm.Name).Set(1)
-	case c != nil && c.Status == metav1.ConditionFalse:
-		g.WithLabelValues(cvm.Namespace, cvm.Name).Set(0)
-	default:
-		g.DeleteLabelValues(cvm.Namespace, cvm.Name)
-	}
-}
-
-// countProbe adds the last probe's intervals to the counters, once per probe Job, and
-// only for results that finished while this process reported.
-func (m *metrics) countProbe(cvm *isov1.CrawlerVM) {
-	last := cvm.Status.LastProbe
-	if last == nil || last.IntervalError == nil || last.CompletionTime == nil {
-		return
-	}
-	key := cvm.Namespace + "/" + cvm.Name
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.counted[key] == last.Job {
-		return
-	}
-	m.counted[key] = last.Job
-	if last.CompletionTime.Time.Before(m.start.Truncate(time.Second)) {
-		return
-	}
-	m.probeIntervals.WithLabelValues(cvm.Namespace, cvm.Name).Add(float64(last.IntervalError.Intervals))
-	if over := last.IntervalError.OverTolerance; over != nil {
-		m.probeIntervalsOver.WithLabelValues(cvm.Namespace, cvm.Name).Add(float64(*over))
-	}
-}
-
-// forget deletes a deleted crawler's series.
+// forget deletes a deleted crawler's counters.
 func (m *metrics) forget(namespace, name string) {
 	l := prometheus.Labels{"namespace": namespace, "name": name}
-	for _, g := range m.crawlerGauges() {
-		g.DeletePartialMatch(l)
-	}
-	m.probeIntervals.DeletePartialMatch(l)
-	m.probeIntervalsOver.DeletePartialMatch(l)
 	m.outages.DeletePartialMatch(l)
 	m.downtime.DeletePartialMatch(l)
-	m.mu.Lock()
-	delete(m.counted, namespace+"/"+name)
-	m.mu.Unlock()
+	m.probeIntervals.forget(types.NamespacedName{Namespace: namespace, Name: name})
 }
 
 // nodeCollector reports, at each scrape, every node's exclusive CPUs used and free and

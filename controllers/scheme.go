@@ -49,14 +49,19 @@ func CacheOptions() cache.Options {
 //   - Pods only when they are crawlers' virt-launcher pods (KubeVirt's launcher label and
 //     the crawler label their VMI passes on). What other pods hold of their nodes is kept
 //     by the node books (nodebooks.Books), about a hundred bytes a pod.
+//   - VirtualMachines without their template's domain, networks and the rest of what
+//     isochron renders but never reads back (stripVM): it compares a VM through the
+//     inputs hash on its template, and writes it whole with server-side apply.
 //   - Nodes without what placement never reads (their images, volumes, addresses,
 //     annotations); migrations without their status beyond the phase (isochron takes over
 //     others' migrations of its VMIs, which carry no label of its own).
 func ManagerCacheOptions() cache.Options {
 	o := CacheOptions()
 	owned := cache.ByObject{Label: labels.NewSelector().Add(requirement(isov1.LabelCrawlerVM, selection.Exists))}
+	vms := owned
+	vms.Transform = chain(o.DefaultTransform, stripVM)
 	o.ByObject = map[client.Object]cache.ByObject{
-		&kubevirtv1.VirtualMachine{}:         owned,
+		&kubevirtv1.VirtualMachine{}:         vms,
 		&kubevirtv1.VirtualMachineInstance{}: owned,
 		&batchv1.Job{}:                       owned,
 		&corev1.Service{}:                    owned,
@@ -115,4 +120,25 @@ func stripMigration(obj interface{}) (interface{}, error) {
 	m.Annotations = nil
 	m.Status = kubevirtv1.VirtualMachineInstanceMigrationStatus{Phase: m.Status.Phase}
 	return m, nil
+}
+
+// stripVM keeps of a VirtualMachine what isochron reads: its metadata, status and run
+// strategy, and of its template the metadata (the inputs hash and user-data hash
+// annotations: render.PlanVMWrite, restartForInputs), the node affinity (render.PinnedNode)
+// and the volumes (where the guest's user data and agent come from: render.PlanVMWrite).
+// The template's domain, networks and the rest are most of a VM and never read back:
+// isochron renders the whole VM from its inputs and applies it. What needs the whole
+// spec (recordStartRevision) reads the VM from the API server.
+func stripVM(obj interface{}) (interface{}, error) {
+	vm, ok := obj.(*kubevirtv1.VirtualMachine)
+	if !ok {
+		return obj, nil
+	}
+	spec := kubevirtv1.VirtualMachineSpec{Running: vm.Spec.Running, RunStrategy: vm.Spec.RunStrategy}
+	if t := vm.Spec.Template; t != nil {
+		spec.Template = &kubevirtv1.VirtualMachineInstanceTemplateSpec{ObjectMeta: t.ObjectMeta,
+			Spec: kubevirtv1.VirtualMachineInstanceSpec{Affinity: t.Spec.Affinity, Volumes: t.Spec.Volumes}}
+	}
+	vm.Spec = spec
+	return vm, nil
 }

@@ -50,7 +50,7 @@ func (r *CrawlerVMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	r.metrics = newMetrics(r.clock.Now())
 	r.placer.batchSize, r.placer.decisionTime = r.metrics.placementBatch.Observe, r.metrics.placementDuration.Observe
-	if err := r.metrics.register(r.registry, newNodeCollector(r, mgr.Elected())); err != nil {
+	if err := r.metrics.register(r.registry, newCrawlerCollector(mgr.GetCache(), mgr.Elected()), newNodeCollector(r, mgr.Elected())); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
