@@ -42,9 +42,11 @@ const root = "../.."
 
 // The files that define the exported metrics, and how they name them.
 var (
-	metricSources = []string{"controllers/metrics.go", "probes/gateway/gateway.go"}
+	metricSources = []string{"controllers/metrics.go", "controllers/metrics_crawlers.go", "probes/gateway/gateway.go"}
 	optsName      = regexp.MustCompile(`(Counter|Gauge|Histogram|Summary)Opts\{\s*Name:\s*"([^"]+)"`)
 	descName      = regexp.MustCompile(`NewDesc\(\s*"([^"]+)"`)
+	// optsEntry is a name in a table of prometheus.Opts (controllers' per-crawler gauges).
+	optsEntry = regexp.MustCompile(`:\s*\{Name:\s*"((?:isochron|rtprobe)_[^"]+)"`)
 	// A metric or recording-rule name of isochron's in a PromQL expression.
 	metricRef = regexp.MustCompile(`(?:^|[^A-Za-z0-9_:])((?:isochron|rtprobe)_[A-Za-z0-9_:]*)`)
 	jobMatch  = regexp.MustCompile(`job\s*=~?\s*"([^"]*)"`)
@@ -181,6 +183,9 @@ func exportedMetrics(t *testing.T) map[string]bool {
 			}
 		}
 		for _, m := range descName.FindAllSubmatch(code, -1) {
+			names[string(m[1])] = true
+		}
+		for _, m := range optsEntry.FindAllSubmatch(code, -1) {
 			names[string(m[1])] = true
 		}
 	}
