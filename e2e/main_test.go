@@ -237,18 +237,21 @@ func deploy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// The undeploy of the step before (make e2e-local-multi runs the suite in steps) may
-	// still be deleting the namespace: nothing can be created in it until it is gone.
-	if err := poll(ctx, 5*time.Minute, func() (bool, string, error) {
-		ns := &corev1.Namespace{}
-		if err := cl.Get(ctx, client.ObjectKey{Name: operatorNS}, ns); apierrors.IsNotFound(err) {
-			return true, "", nil
-		} else if err != nil {
-			return false, "", err
+	// The undeploy before (make e2e-local-multi runs the suite in steps; an uninstall
+	// test) may still be deleting isochron's namespaces: nothing can be created in one
+	// until it is gone.
+	for _, name := range []string{operatorNS, nicAgentNS} {
+		if err := poll(ctx, 5*time.Minute, func() (bool, string, error) {
+			ns := &corev1.Namespace{}
+			if err := cl.Get(ctx, client.ObjectKey{Name: name}, ns); apierrors.IsNotFound(err) {
+				return true, "", nil
+			} else if err != nil {
+				return false, "", err
+			}
+			return ns.DeletionTimestamp.IsZero(), fmt.Sprintf("namespace %s is being deleted (%s)", name, ns.Status.Phase), nil
+		}); err != nil {
+			return fmt.Errorf("waiting for namespace %s: %w", name, err)
 		}
-		return ns.DeletionTimestamp.IsZero(), fmt.Sprintf("namespace %s is being deleted (%s)", operatorNS, ns.Status.Phase), nil
-	}); err != nil {
-		return fmt.Errorf("waiting for namespace %s: %w", operatorNS, err)
 	}
 	for _, o := range objs {
 		if err := cl.Patch(ctx, o, client.Apply, fieldOwner, client.ForceOwnership); err != nil {
