@@ -21,8 +21,8 @@ import (
 )
 
 // kept selects what `make undeploy` leaves: isochron's API (the CRDs and the policy that
-// guards them) and the settings in its namespace (the namespace itself, the
-// administrator's ConfigMaps; with the namespace, the probe master key and the Lease).
+// guards them) and the settings (its namespace with the administrator's ConfigMaps, the
+// probe master key and the Lease; the admission policies).
 var kept labels.Selector
 
 func init() {
