@@ -258,6 +258,12 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if !cvm.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // owner references let the garbage collector remove the VMI
 	}
+	if cvm.Status.Placement != nil && r.placer.ledger.Releasing(req.Namespace+"/"+req.Name) {
+		// The cache's copy predates this replica's release of its reservation: acting on
+		// it would pin the VM to the node released again. The release reaching the cache
+		// brings the crawler back (reservationChanged).
+		return ctrl.Result{}, nil
+	}
 	// Only the leader reconciles: its first reconcile builds the ledger from the API
 	// server and checks what it inherits for overbooked nodes.
 	if err := r.placer.ensureLedger(ctx); err != nil {

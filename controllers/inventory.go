@@ -198,20 +198,38 @@ func (p *placer) ensureLedger(ctx context.Context) error {
 
 // Observe takes in the cache's copy of a crawler: its reservation, or none, and the one
 // it keeps on the node it leaves while it moves. It reports whether it took in a
-// reservation this process did not decide (ledger.Observe).
+// reservation this process did not decide (ledger.Observe). What the copy released (a
+// release another replica wrote) wakes the waiting crawlers its node can help: those the
+// crawler's update woke may have been decided before the ledger knew.
 func (p *placer) Observe(cvm *isov1.CrawlerVM) (foreign bool) {
 	key := cvm.Namespace + "/" + cvm.Name
+	var released [2]string
 	if res, ok := inventory.Resident(cvm); ok {
-		foreign = p.ledger.Observe(key, &res)
+		foreign, released[0] = p.ledger.Observe(key, &res)
 	} else {
-		p.ledger.Observe(key, nil)
+		_, released[0] = p.ledger.Observe(key, nil)
 	}
 	if res, ok := inventory.Leaving(cvm); ok {
-		foreign = p.ledger.Observe(res.Key, &res) || foreign
+		var f bool
+		f, released[1] = p.ledger.Observe(res.Key, &res)
+		foreign = f || foreign
 	} else {
-		p.ledger.Observe(inventory.LeavingKey(key), nil)
+		_, released[1] = p.ledger.Observe(inventory.LeavingKey(key), nil)
 	}
+	p.wakeReleased(released[:]...)
 	return foreign
+}
+
+// wakeReleased wakes the waiting crawlers the nodes named can help ("" names none).
+func (p *placer) wakeReleased(nodes ...string) {
+	if p.released == nil {
+		return
+	}
+	for _, n := range nodes {
+		if n != "" {
+			p.released(n)
+		}
+	}
 }
 
 func (inv *clusterInventory) hasNode(name string) bool {

@@ -262,18 +262,15 @@ func (p *placer) persist(change *ledger.Change, write func() error) error {
 		return err
 	}
 	change.Commit()
-	if p.released != nil {
-		for _, node := range change.Released() {
-			p.released(node)
-		}
-	}
+	p.wakeReleased(change.Released()...)
 	return nil
 }
 
-// Forget releases the reservations of a crawler that is gone.
+// Forget releases the reservations of a crawler that is gone, and wakes the waiting
+// crawlers their nodes can help: the ones its deletion woke may have been decided before
+// this released it (seen: a crawler that waited for a deleted one's node waited on).
 func (p *placer) Forget(key string) {
-	p.ledger.Remove(key)
-	p.ledger.Remove(inventory.LeavingKey(key))
+	p.wakeReleased(p.ledger.Remove(key), p.ledger.Remove(inventory.LeavingKey(key)))
 }
 
 // timedMutex is a mutex that tells how long it has been held (the liveness check).

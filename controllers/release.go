@@ -89,6 +89,9 @@ func (r *CrawlerVMReconciler) whileReleased(ctx context.Context, cvm *isov1.Craw
 	if launched(vmi, w.Launchers) {
 		return true, nil
 	}
+	if err := r.replaceUnparked(ctx, w); err != nil {
+		return false, err
+	}
 	scope := w.Scope
 	scope.VMI = vmi
 	v := readiness.Judge(scope)
@@ -96,6 +99,22 @@ func (r *CrawlerVMReconciler) whileReleased(ctx context.Context, cvm *isov1.Craw
 	v.Message += "; the crawler holds no reservation (Placed=False, Released) until a launcher of it exists"
 	r.setReady(cvm, st, v)
 	return false, nil
+}
+
+// replaceUnparked replaces a VMI that is still pinned to a node while the crawler holds
+// none and no launcher of it exists: KubeVirt may start the VMI that replaces the one the
+// release deleted from its copy of the VM before the parked template reached it (its
+// cache is behind), and that VMI would launch on the node released. Done again at each
+// reconcile until KubeVirt starts one of the parked template.
+func (r *CrawlerVMReconciler) replaceUnparked(ctx context.Context, w *world) error {
+	vmi := w.VMI
+	if vmi == nil || !vmi.DeletionTimestamp.IsZero() || render.Parked(&vmi.Spec) || !render.Parked(&w.VM.Spec.Template.Spec) {
+		return nil
+	}
+	if err := r.Delete(ctx, vmi, client.Preconditions{UID: &vmi.UID}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("replacing VMI %s, pinned to a node the crawler released, by one pinned to no node: %w", vmi.Name, err)
+	}
+	return nil
 }
 
 // launched says whether a launcher pod of vmi exists and is not going.

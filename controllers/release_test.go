@@ -153,8 +153,9 @@ func TestRefusedLauncherReleasesItsReservation(t *testing.T) {
 	waitForCrawler(t, c, "reservation released", func(c *isov1.CrawlerVM) bool {
 		return hasCondition(c, isov1.ConditionPlaced, metav1.ConditionFalse, isov1.ReasonReleased) && c.Status.Placement == nil
 	})
-	parked := waitForVMI(t, client.ObjectKeyFromObject(c), func(v *kubevirtv1.VirtualMachineInstance) bool { return v.UID != vmi.UID })
-	if !render.Parked(&parked.Spec) {
-		t.Errorf("VMI after the release pinned by %+v, want to no node", parked.Spec.Affinity)
-	}
+	// KubeVirt may start the next VMI from its copy of the VM before the parked template
+	// reached it: that one is replaced in turn, until one of the parked template runs.
+	waitForVMI(t, client.ObjectKeyFromObject(c), func(v *kubevirtv1.VirtualMachineInstance) bool {
+		return v.UID != vmi.UID && v.DeletionTimestamp.IsZero() && render.Parked(&v.Spec)
+	})
 }

@@ -96,12 +96,15 @@ func (l *Ledger) set(e *entry) {
 	l.onNode[e.res.Node][e.res.Key] = e
 }
 
-// unset removes the crawler key's entry. Called with l.mu held.
-func (l *Ledger) unset(key string) {
+// unset removes the crawler key's entry, and says the node whose reservation that
+// released ("" for none). Called with l.mu held.
+func (l *Ledger) unset(key string) (released string) {
 	if e, ok := l.entries[key]; ok && !e.gone {
 		l.gen++
+		released = e.res.Node
 	}
 	l.remove(key)
+	return released
 }
 
 func (l *Ledger) remove(key string) {
@@ -304,17 +307,28 @@ func (l *Ledger) Assumed(key string) bool {
 	return ok && e.assumed && !e.gone
 }
 
+// Releasing says whether this process released the crawler key's reservation and the
+// cache has not shown the release yet: a copy from the cache that still holds it is
+// behind, and nothing may be done on it (its VM pinned to the node again, say).
+func (l *Ledger) Releasing(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.entries[key]
+	return ok && e.gone
+}
+
 // Observe takes in what the informer cache shows of the crawler key: its reservation, or
 // nil when it holds none. An assumed reservation is confirmed when the cache shows the
 // same node and size, and kept otherwise (the cache is behind); a confirmed one follows
 // the cache. It reports whether it took in a reservation this process did not decide (a
 // new one, or another node or size): one written by another replica, or by hand, which no
-// decision of this process has counted.
-func (l *Ledger) Observe(key string, res *placement.Resident) (foreign bool) {
+// decision of this process has counted; and the node whose reservation the cache's copy
+// released ("" for none).
+func (l *Ledger) Observe(key string, res *placement.Resident) (foreign bool, released string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.built {
-		return false
+		return false, ""
 	}
 	e, ok := l.entries[key]
 	switch {
@@ -326,19 +340,23 @@ func (l *Ledger) Observe(key string, res *placement.Resident) (foreign bool) {
 	case ok && e.assumed && (res == nil || !sameReservation(e.res, *res)):
 		// The cache has not caught up with the decision yet.
 	case res == nil:
-		l.unset(key)
+		released = l.unset(key)
 	default:
 		foreign = !ok || !sameReservation(e.res, *res)
+		if ok && !e.gone && e.res.Node != res.Node {
+			released = e.res.Node
+		}
 		l.set(&entry{res: *res})
 	}
-	return foreign
+	return foreign, released
 }
 
-// Remove releases the reservation of a crawler that is gone.
-func (l *Ledger) Remove(key string) {
+// Remove releases the reservation of a crawler that is gone, and says the node it was
+// on ("" for none).
+func (l *Ledger) Remove(key string) (released string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.unset(key)
+	return l.unset(key)
 }
 
 // sameReservation says whether a and b hold the same resources on the same node.

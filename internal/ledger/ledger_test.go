@@ -184,28 +184,66 @@ func TestObserveTellsForeignReservations(t *testing.T) {
 	a1, a2, b := res("ns/a", "n1", 2, 100), res("ns/a", "n2", 2, 100), res("ns/b", "n1", 1, 50)
 	aFaster := res("ns/a", "n1", 2, 200)
 	l := New()
-	if l.Observe("ns/a", &a1) {
+	if foreign, _ := l.Observe("ns/a", &a1); foreign {
 		t.Error("not built: nothing is taken in")
 	}
 	l.Build([]placement.Resident{a1})
 	for _, tc := range []struct {
-		name    string
-		key     string
-		res     *placement.Resident
-		foreign bool
+		name     string
+		key      string
+		res      *placement.Resident
+		foreign  bool
+		released string
 	}{
-		{"the cache confirms the list", "ns/a", &a1, false},
-		{"the same reservation with a newer spec", "ns/a", &aFaster, false},
-		{"another crawler's, not in the list", "ns/b", &b, true},
-		{"another node", "ns/a", &a2, true},
-		{"a release", "ns/a", nil, false},
+		{"the cache confirms the list", "ns/a", &a1, false, ""},
+		{"the same reservation with a newer spec", "ns/a", &aFaster, false, ""},
+		{"another crawler's, not in the list", "ns/b", &b, true, ""},
+		{"another node", "ns/a", &a2, true, "n1"},
+		{"a release", "ns/a", nil, false, "n2"},
+		{"nothing to release", "ns/a", nil, false, ""},
 	} {
-		if got := l.Observe(tc.key, tc.res); got != tc.foreign {
-			t.Errorf("%s: foreign %v, want %v", tc.name, got, tc.foreign)
+		foreign, released := l.Observe(tc.key, tc.res)
+		if foreign != tc.foreign || released != tc.released {
+			t.Errorf("%s: foreign %v, released %q; want %v, %q", tc.name, foreign, released, tc.foreign, tc.released)
 		}
 	}
+	if got := l.Remove("ns/b"); got != "n1" {
+		t.Errorf("Remove of a crawler on n1 released %q", got)
+	}
+	if got := l.Remove("ns/b"); got != "" {
+		t.Errorf("Remove of a crawler gone released %q", got)
+	}
 	l.Assume([]placement.Resident{a1}, nil).Commit()
-	if l.Observe("ns/a", &a1) {
+	if foreign, _ := l.Observe("ns/a", &a1); foreign {
 		t.Error("this process's own decision, confirmed, reported foreign")
+	}
+}
+
+// Releasing tells a release this process made that the cache has not shown yet: a copy
+// that still holds the reservation is behind it.
+func TestReleasing(t *testing.T) {
+	a := res("ns/a", "n1", 2, 100)
+	l := New()
+	l.Build([]placement.Resident{a})
+	l.Observe("ns/a", &a)
+	if l.Releasing("ns/a") {
+		t.Fatal("held: reported releasing")
+	}
+	failed := l.Assume(nil, []string{"ns/a"})
+	if !l.Releasing("ns/a") {
+		t.Error("released, not persisted yet: not reported releasing")
+	}
+	failed.Undo()
+	if l.Releasing("ns/a") {
+		t.Error("the release's write failed: still reported releasing")
+	}
+	l.Assume(nil, []string{"ns/a"}).Commit()
+	l.Observe("ns/a", &a) // a copy from before the release
+	if !l.Releasing("ns/a") {
+		t.Error("a copy from before the release ended it")
+	}
+	l.Observe("ns/a", nil) // the cache shows the release
+	if l.Releasing("ns/a") || l.Releasing("ns/b") {
+		t.Error("the cache shows the release: still releasing")
 	}
 }
