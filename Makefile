@@ -4,16 +4,16 @@
 
 # Kubernetes: the API server, etcd and kubectl that tests and the demo run, built from Go
 # modules. K8S_LIB_VERSION must match the k8s.io/* versions in go.mod.
-KUBE_VERSION ?= v1.34.3
-K8S_LIB_VERSION ?= v0.34.3
-ETCD_VERSION ?= v3.6.5
+KUBE_VERSION ?= v1.37.2
+K8S_LIB_VERSION ?= v0.37.2
+ETCD_VERSION ?= v3.7.3
 KUBEVIRT_VERSION ?= v1.8.4
-CONTROLLER_TOOLS_VERSION ?= v0.19.0
+CONTROLLER_TOOLS_VERSION ?= v0.23.0
 KUSTOMIZE_VERSION ?= v5.7.1
 # Monitoring: promtool's Go module (hack/tools/promtool/go.mod; v0.309.1 is Prometheus 3.9.1) and
 # the prometheus-operator API module in go.mod (its CRDs: make prometheus-operator-crds).
 PROMETHEUS_VERSION ?= v0.309.1
-PROMETHEUS_OPERATOR_VERSION ?= v0.89.0
+PROMETHEUS_OPERATOR_VERSION ?= v0.95.2
 # Linters (make lint): golangci-lint and kube-api-linter, which publishes no releases
 # (a pseudo-version), both pinned by the module hack/tools/golangci-lint.
 GOLANGCI_LINT_VERSION ?= v2.15.0

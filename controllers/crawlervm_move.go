@@ -468,7 +468,7 @@ func (r *CrawlerVMReconciler) guardAdopted(ctx context.Context, cvm *isov1.Crawl
 	if err != nil {
 		return err
 	}
-	if err := r.Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+	if err := r.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying PodDisruptionBudget %s: %w", key.Name, err)
 	}
 	return nil

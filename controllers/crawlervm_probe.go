@@ -323,7 +323,7 @@ func (r *CrawlerVMReconciler) ensureProbeService(ctx context.Context, cvm *isov1
 	if err != nil {
 		return "", err
 	}
-	if err := r.Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+	if err := r.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return "", fmt.Errorf("applying probe Service %s: %w", want.Name, err)
 	}
 	ip, _, _ := unstructured.NestedString(u.Object, "spec", "clusterIP")

@@ -260,7 +260,7 @@ func (r *CrawlerVMReconciler) applyVM(ctx context.Context, vm *kubevirtv1.Virtua
 	if err != nil {
 		return err
 	}
-	if err := r.Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+	if err := r.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying VM %s: %w", vm.Name, err)
 	}
 	return nil
@@ -289,7 +289,7 @@ func (r *CrawlerVMReconciler) applyGuestSecret(ctx context.Context, in render.In
 	if r.guestSecrets.applied(key, sum) {
 		return nil
 	}
-	if err := r.Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+	if err := r.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying guest Secret %s: %w", secret.Name, err)
 	}
 	r.guestSecrets.remember(key, sum)

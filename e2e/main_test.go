@@ -254,7 +254,7 @@ func deploy(ctx context.Context) error {
 		}
 	}
 	for _, o := range objs {
-		if err := cl.Patch(ctx, o, client.Apply, fieldOwner, client.ForceOwnership); err != nil {
+		if err := cl.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), fieldOwner, client.ForceOwnership); err != nil {
 			return fmt.Errorf("applying %s %s: %w", o.GetKind(), o.GetName(), err)
 		}
 	}

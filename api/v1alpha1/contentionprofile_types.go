@@ -210,5 +210,5 @@ type ContentionProfileList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&ContentionProfile{}, &ContentionProfileList{})
+	objectTypes = append(objectTypes, &ContentionProfile{}, &ContentionProfileList{})
 }

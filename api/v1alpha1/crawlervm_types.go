@@ -946,5 +946,5 @@ type CrawlerVMList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&CrawlerVM{}, &CrawlerVMList{})
+	objectTypes = append(objectTypes, &CrawlerVM{}, &CrawlerVMList{})
 }

@@ -111,5 +111,5 @@ type NodeCalibrationList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&NodeCalibration{}, &NodeCalibrationList{})
+	objectTypes = append(objectTypes, &NodeCalibration{}, &NodeCalibrationList{})
 }

@@ -98,7 +98,7 @@ func (r *Reconciler) feedback(ctx context.Context, c *isov1.CrawlerVM, obs []rtn
 	u.SetGroupVersionKind(isov1.GroupVersion.WithKind("CrawlerVM"))
 	u.SetNamespace(c.Namespace)
 	u.SetName(c.Name)
-	if err := r.Status().Patch(ctx, u, client.Apply, client.FieldOwner(isov1.NICAgent), client.ForceOwnership); err != nil {
+	if err := r.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(isov1.NICAgent), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying status.rtNIC of %s/%s: %w", c.Namespace, c.Name, err)
 	}
 	return nil

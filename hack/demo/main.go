@@ -182,7 +182,7 @@ func applyDir(ctx context.Context, c client.Client, dir string) error {
 		}
 	}
 	for _, u := range append(append(namespaces, others...), crawlers...) {
-		if err := c.Patch(ctx, u, client.Apply, client.FieldOwner("demo"), client.ForceOwnership); err != nil {
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("demo"), client.ForceOwnership); err != nil {
 			return fmt.Errorf("applying %s %s: %w", u.GetKind(), u.GetName(), err)
 		}
 		fmt.Printf("  %s/%s serverside-applied\n", strings.ToLower(u.GetKind()), u.GetName())

@@ -359,7 +359,7 @@ func untolerated(p *corev1.Pod, node *corev1.Node) *corev1.Taint {
 		if t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectNoExecute {
 			continue
 		}
-		if !slices.ContainsFunc(p.Spec.Tolerations, func(tol corev1.Toleration) bool { return tol.ToleratesTaint(t) }) {
+		if !slices.ContainsFunc(p.Spec.Tolerations, func(tol corev1.Toleration) bool { return placement.Tolerates(&tol, t) }) {
 			return t
 		}
 	}

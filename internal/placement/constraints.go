@@ -185,6 +185,28 @@ func (n *Node) freeCPUMilli(u *usage) int64 {
 	return n.CPUMilli - n.Held.CPUMilli - u.exclusiveMilli - u.sharedMilli
 }
 
+// Tolerates says whether toleration tol tolerates taint t, as kube-scheduler judges it
+// (corev1.Toleration.ToleratesTaint) with its TaintTolerationComparisonOperators feature
+// off, its default: a toleration with Lt or Gt tolerates nothing. Written out here
+// because that method's signature changes between Kubernetes releases, and this
+// package is also built against the release KubeVirt's own code is (test/kubevirt).
+func Tolerates(tol *corev1.Toleration, t *corev1.Taint) bool {
+	if tol.Effect != "" && tol.Effect != t.Effect {
+		return false
+	}
+	if tol.Key != "" && tol.Key != t.Key {
+		return false
+	}
+	switch tol.Operator {
+	case "", corev1.TolerationOpEqual:
+		return tol.Value == t.Value
+	case corev1.TolerationOpExists:
+		return true
+	default:
+		return false
+	}
+}
+
 // untoleratedTaint is the first taint that keeps pods off and tolerations do not
 // tolerate, nil for none.
 func untoleratedTaint(taints []corev1.Taint, tolerations []corev1.Toleration) *corev1.Taint {
@@ -195,7 +217,7 @@ func untoleratedTaint(taints []corev1.Taint, tolerations []corev1.Toleration) *c
 		}
 		tolerated := false
 		for j := range tolerations {
-			if tolerations[j].ToleratesTaint(t) {
+			if Tolerates(&tolerations[j], t) {
 				tolerated = true
 				break
 			}

@@ -123,7 +123,7 @@ func applyRTNIC(c client.Client, key client.ObjectKey, extra map[string]any) err
 	u.SetGroupVersionKind(isov1.GroupVersion.WithKind("CrawlerVM"))
 	u.SetNamespace(key.Namespace)
 	u.SetName(key.Name)
-	return c.Status().Patch(context.Background(), u, client.Apply, client.FieldOwner(isov1.NICAgent), client.ForceOwnership)
+	return c.Status().Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(isov1.NICAgent), client.ForceOwnership)
 }
 
 // testNICAgentIsBoundToItsNode plays a NIC agent's stolen token, and one of another

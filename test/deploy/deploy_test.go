@@ -92,7 +92,7 @@ func apply(t *testing.T, objs []*unstructured.Unstructured, dryRun bool) {
 	for _, o := range objs {
 		if o.GetKind() == "Namespace" {
 			ns := o.DeepCopy()
-			if err := env.Client.Patch(ctx, ns, client.Apply, client.FieldOwner(applier), client.ForceOwnership); err != nil {
+			if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(ns), client.FieldOwner(applier), client.ForceOwnership); err != nil {
 				t.Fatalf("applying Namespace %s: %v", o.GetName(), err)
 			}
 		}
@@ -101,11 +101,11 @@ func apply(t *testing.T, objs []*unstructured.Unstructured, dryRun bool) {
 		if o.GetKind() == "Namespace" {
 			continue
 		}
-		opts := []client.PatchOption{client.FieldOwner(applier), client.ForceOwnership}
+		opts := []client.ApplyOption{client.FieldOwner(applier), client.ForceOwnership}
 		if dryRun {
 			opts = append(opts, client.DryRunAll)
 		}
-		if err := env.Client.Patch(ctx, o.DeepCopy(), client.Apply, opts...); err != nil {
+		if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), opts...); err != nil {
 			t.Errorf("applying %s %s/%s (dry run %v): %v", o.GetKind(), o.GetNamespace(), o.GetName(), dryRun, err)
 		}
 	}
@@ -525,7 +525,7 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 			for _, mf := range c.ManagedFields {
 				if mf.Manager == "isochron" || strings.HasPrefix(mf.Manager, "manager") {
 					if mf.Subresource != "status" {
-						t.Errorf("%s: the operator (%s) manages fields outside status: %s", key, mf.Manager, mf.FieldsV1.Raw)
+						t.Errorf("%s: the operator (%s) manages fields outside status: %s", key, mf.Manager, mf.FieldsV1.GetRawString())
 					}
 				}
 			}
@@ -553,7 +553,7 @@ func versions(t *testing.T, objs []*unstructured.Unstructured) map[string]string
 			v = fmt.Sprintf("generation %d", u.GetGeneration())
 			for _, m := range u.GetManagedFields() {
 				if m.Manager == applier && m.Operation == metav1.ManagedFieldsOperationApply && m.FieldsV1 != nil {
-					v += fmt.Sprintf(", %s's fields as of %s: %s", applier, m.Time, m.FieldsV1.Raw)
+					v += fmt.Sprintf(", %s's fields as of %s: %s", applier, m.Time, m.FieldsV1.GetRawString())
 				}
 			}
 		}

@@ -48,7 +48,7 @@ func TestDefaultInstallsOnAPlainCluster(t *testing.T) {
 	ctx := context.Background()
 	objs := manifests.Build(t, root, "config/default")
 	for _, o := range objs {
-		if err := env.Client.Patch(ctx, o.DeepCopy(), client.Apply, client.FieldOwner("kubectl"), client.ForceOwnership); err != nil {
+		if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), client.FieldOwner("kubectl"), client.ForceOwnership); err != nil {
 			t.Errorf("applying %s %s/%s: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
 		}
 	}
