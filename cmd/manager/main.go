@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/controllers"
+	"isochron.io/isochron/internal/memlimit"
 	"isochron.io/isochron/internal/move"
 	"isochron.io/isochron/internal/readiness"
 	"isochron.io/isochron/internal/rtnet"
@@ -85,6 +87,10 @@ func main() {
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	setupLog.Info("Starting the isochron manager", build.KeysAndValues()...)
+	if err := setMemoryLimit(); err != nil {
+		setupLog.Error(err, "Invalid environment")
+		os.Exit(1)
+	}
 
 	var tlsOpts []func(*tls.Config)
 	if !enableHTTP2 {
@@ -301,4 +307,25 @@ func servingCertIn(dir string) bool {
 		}
 	}
 	return true
+}
+
+// setMemoryLimit sets the Go runtime's soft memory limit to memlimit.Percent of the
+// container's (memlimit.EnvVar, which config/manager sets from limits.memory), unless
+// GOMEMLIMIT says otherwise; outside a container, with neither, there is none.
+func setMemoryLimit() error {
+	if v := os.Getenv("GOMEMLIMIT"); v != "" {
+		setupLog.Info("Go memory limit from GOMEMLIMIT", "GOMEMLIMIT", v)
+		return nil
+	}
+	v, ok := os.LookupEnv(memlimit.EnvVar)
+	if !ok {
+		return nil
+	}
+	soft, err := memlimit.Soft(v)
+	if err != nil {
+		return err
+	}
+	debug.SetMemoryLimit(soft)
+	setupLog.Info("Go memory limit derived from the container's", "containerLimitBytes", v, "percent", memlimit.Percent, "softLimitBytes", soft)
+	return nil
 }

@@ -90,7 +90,7 @@ func main() {
 	flag.BoolVar(&o.writes, "writes", false, "Then measure what one decision's write costs the API server: a CrawlerVM status patch, two custom-resource controls and a pod binding.")
 	flag.BoolVar(&o.pauseLeader, "pause-leader", false, "Instead: two managers with leader election, the leader stopped (SIGSTOP) while it decides until the other has taken over and decided a while, then resumed; count the nodes left over allocatable (-nodes nodes of ten slots, 11 crawlers each).")
 	flag.BoolVar(&o.noFence, "no-fence", false, "With -pause-leader: without the leader fence (config/admission/leader_fence.yaml).")
-	flag.StringVar(&o.gomemlimit, "gomemlimit", "", "The manager's GOMEMLIMIT, as its Deployment sets it (config/manager: 440MiB); empty for none.")
+	flag.StringVar(&o.gomemlimit, "gomemlimit", "", "The manager's GOMEMLIMIT (config/manager derives 85% of its 512Mi limit, 435MiB; the figures in docs/benchmarks.md were taken with 440MiB); empty for none.")
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	if err := run(context.Background(), o); err != nil {

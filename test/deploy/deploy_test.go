@@ -17,10 +17,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -29,6 +31,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -36,6 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/memlimit"
 	"isochron.io/isochron/test/support/binary"
 	"isochron.io/isochron/test/support/manifests"
 	"isochron.io/isochron/test/support/testenv"
@@ -154,8 +158,17 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 	// The manager binary, as the Deployment runs it, with the ServiceAccount's token.
 	kubeconfig := serviceAccountKubeconfig(t, systemNS, managerSA)
 	probeImage := deploymentArg(t, def, "--probe-image=")
+	// Its environment as the kubelet fills it from the Deployment (the downward API).
+	limit := deploymentMemoryLimit(t, def)
+	t.Setenv("GOMEMLIMIT", "")
+	t.Setenv(memlimit.EnvVar, strconv.FormatInt(limit, 10))
 	stop := startManager(t, kubeconfig, "--probe-image="+probeImage)
 	defer stop()
+	soft, _ := memlimit.Soft(strconv.FormatInt(limit, 10))
+	waitFor(t, "the manager to set its Go memory limit from its container's", func() (bool, string) {
+		l := grep(managerLog.String(), "Go memory limit")
+		return strings.Contains(l, "derived from the container's") && strings.Contains(l, strconv.FormatInt(soft, 10)), l
+	})
 
 	nodes(t)
 	apply(t, samples, false)
@@ -647,6 +660,41 @@ func deploymentArg(t *testing.T, objs []*unstructured.Unstructured, prefix strin
 	}
 	t.Fatalf("the manager's Deployment has no argument %s", prefix)
 	return ""
+}
+
+// deploymentMemoryLimit is the manager Deployment's memory limit in bytes, which its
+// container must be handed in memlimit.EnvVar (resourceFieldRef limits.memory).
+func deploymentMemoryLimit(t *testing.T, objs []*unstructured.Unstructured) int64 {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" || o.GetName() != managerSA {
+			continue
+		}
+		dep := &appsv1.Deployment{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, dep); err != nil {
+			t.Fatal(err)
+		}
+		c := dep.Spec.Template.Spec.Containers[0]
+		handed := false
+		for _, e := range c.Env {
+			if e.Name == memlimit.EnvVar && e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil && e.ValueFrom.ResourceFieldRef.Resource == "limits.memory" {
+				handed = true
+			}
+			if e.Name == "GOMEMLIMIT" {
+				t.Errorf("the manager's Deployment sets GOMEMLIMIT=%s: a fixed figure does not follow its memory limit", e.Value)
+			}
+		}
+		if !handed {
+			t.Errorf("the manager's Deployment does not hand its container's limits.memory in %s", memlimit.EnvVar)
+		}
+		q, ok := c.Resources.Limits[corev1.ResourceMemory]
+		if !ok {
+			t.Fatal("the manager's Deployment has no memory limit")
+		}
+		return q.Value()
+	}
+	t.Fatalf("no Deployment %s", managerSA)
+	return 0
 }
 
 // startBinary builds ./cmd/<name> as the image ships it and runs it with args, its
