@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -40,6 +41,12 @@ const blockedRetry = 30 * time.Second
 // returns the decision: not placed when no node fits (its Reason says why). decided, when
 // set, completes the status with the decision before it is persisted.
 func (r *CrawlerVMReconciler) startMove(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter, reason isov1.MoveReason, avoid []placement.Avoid, why string, decided func(placement.Decision)) (placement.Decision, error) {
+	return r.startMoveWithin(ctx, cvm, st, reason, avoid, why, decided, nil)
+}
+
+// startMoveWithin is startMove to a node that also matches the labels of added (the
+// addedNodeSelector of a migration someone asked for: kubectl isochron move --to).
+func (r *CrawlerVMReconciler) startMoveWithin(ctx context.Context, cvm *isov1.CrawlerVM, st *statusWriter, reason isov1.MoveReason, avoid []placement.Avoid, why string, decided func(placement.Decision), added map[string]string) (placement.Decision, error) {
 	held, ok := inventory.Resident(cvm)
 	if !ok {
 		return placement.Decision{}, nil
@@ -49,6 +56,11 @@ func (r *CrawlerVMReconciler) startMove(ctx context.Context, cvm *isov1.CrawlerV
 		return placement.Decision{}, err
 	}
 	req := r.request(ctx, cvm)
+	sel, conflict := move.WithAddedSelector(req.NodeSelector, added)
+	if conflict != "" {
+		return placement.Decision{Reason: conflict}, nil
+	}
+	req.NodeSelector = sel
 	req.Avoid = append(avoid, draining...)
 	req.Size = &held.Sizing
 	from := held.Node
@@ -373,6 +385,9 @@ func (r *CrawlerVMReconciler) takeOverMigrations(ctx context.Context, cvm *isov1
 			continue // handed off to a target already: KubeVirt carries it out
 		}
 		asked := fmt.Sprintf("migration %s of VMI %s was asked for outside isochron (KubeVirt would pin its target to the node the VMI runs on)", mig.Name, vmi.Name)
+		if sel := mig.Spec.AddedNodeSelector; len(sel) > 0 {
+			asked = fmt.Sprintf("migration %s of VMI %s to a node with %s was asked for outside isochron", mig.Name, vmi.Name, labels.Set(sel))
+		}
 		if cvm.Status.Move != nil {
 			if err := deleteMigration(ctx, r.Client, mig); err != nil {
 				return err
@@ -384,7 +399,7 @@ func (r *CrawlerVMReconciler) takeOverMigrations(ctx context.Context, cvm *isov1
 		// write that loses a conflict leaves the request for the next look, which decides
 		// again; deleted first, the request would be lost with the write.
 		from := cvm.Status.Placement.Node
-		d, err := r.startMove(ctx, cvm, st, isov1.MoveRequested, []placement.Avoid{{Node: from, Why: "the node it runs on"}}, asked, nil)
+		d, err := r.startMoveWithin(ctx, cvm, st, isov1.MoveRequested, []placement.Avoid{{Node: from, Why: "the node it runs on"}}, asked, nil, mig.Spec.AddedNodeSelector)
 		if err != nil {
 			return err
 		}
@@ -394,7 +409,11 @@ func (r *CrawlerVMReconciler) takeOverMigrations(ctx context.Context, cvm *isov1
 		if d.Placed() {
 			st.event(cvm, corev1.EventTypeNormal, isov1.EventReasonMigrationTakenOver, fmt.Sprintf("Took %s over: the crawler moves to node %s, which the model chose", asked, d.Node))
 		} else if d.Reason != "" {
-			st.event(cvm, corev1.EventTypeWarning, isov1.EventReasonMigrationRefused, fmt.Sprintf("Deleted %s: no other node can hold the crawler within every crawler's budget: %s", asked, d.Reason))
+			where := "no other node"
+			if len(mig.Spec.AddedNodeSelector) > 0 {
+				where = "no other node it asks for"
+			}
+			st.event(cvm, corev1.EventTypeWarning, isov1.EventReasonMigrationRefused, fmt.Sprintf("Deleted %s: %s can hold the crawler within every crawler's budget: %s", asked, where, d.Reason))
 		}
 		return nil
 	}

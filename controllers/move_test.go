@@ -842,3 +842,47 @@ func TestRefusedMigrationLeavesTheGuestRunning(t *testing.T) {
 		return c.Status.LastMove != nil && c.Status.LastMove.Result == isov1.MoveSucceeded && c.Status.Placement.Node == to
 	})
 }
+
+// A migration asked for with a target (kubectl isochron move --to, or virtctl's
+// addedNodeSelector) moves the crawler there when the model says that node holds it, and
+// is refused with the model's reasons when it does not. Without the target the model
+// would choose the other free node (it packs: the smaller one).
+func TestMigrationWithATargetGoesThereOrIsRefused(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	createNode(t, rtNode("to-1", "it", "to"), 16)
+	c, vmi := placedCrawler(t, ns, "targeted", "to")
+	from := c.Status.Placement.Node
+	createNode(t, rtNode("to-big", "it", "to"), 32)
+	createNode(t, rtNode("to-small", "it", "to"), 16)
+	createNode(t, rtNode("to-tiny", "it", "to"), 2)
+	ask := func(node string) *kubevirtv1.VirtualMachineInstanceMigration {
+		m := &kubevirtv1.VirtualMachineInstanceMigration{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "kubectl-isochron-move-"},
+			Spec:       kubevirtv1.VirtualMachineInstanceMigrationSpec{VMIName: vmi.Name, AddedNodeSelector: map[string]string{corev1.LabelHostname: node}},
+		}
+		if err := k8s.Create(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	asked := ask("to-big")
+	waitForCrawler(t, c, "the move to to-big", func(c *isov1.CrawlerVM) bool {
+		l := c.Status.LastMove
+		return l != nil && l.Reason == isov1.MoveRequested && l.Result == isov1.MoveSucceeded && c.Status.Placement.Node != from
+	})
+	if c.Status.Placement.Node != "to-big" {
+		t.Fatalf("moved to %s, want to-big, the node asked for", c.Status.Placement.Node)
+	}
+	eventually(t, "the asked-for migration gone", func() (bool, string) { return !get(t, asked), fmt.Sprint(asked.Status.Phase) })
+
+	refused := ask("to-tiny")
+	eventually(t, "the migration to to-tiny refused", func() (bool, string) { return !get(t, refused), fmt.Sprint(refused.Status.Phase) })
+	got := awaitEvents(t, c, isov1.EventReasonMigrationRefused+": ")
+	if len(got) != 1 || !strings.Contains(got[0], "kubernetes.io/hostname=to-tiny") || !strings.Contains(got[0], "to-tiny: needs") {
+		t.Errorf("MigrationRefused Events %v: want one naming the node asked for and why it cannot hold the crawler", got)
+	}
+	if get(t, c); c.Status.Placement.Node != "to-big" || c.Status.Move != nil {
+		t.Errorf("after a refused move: on %s, moving %+v; want on to-big, not moving", c.Status.Placement.Node, c.Status.Move)
+	}
+}

@@ -164,8 +164,27 @@ func TestMoveCommand(t *testing.T) {
 	if err := env.Client.List(context.Background(), migs, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
-	if len(migs.Items) != 1 || migs.Items[0].Spec.VMIName != "tower-a" || migs.Items[0].Labels[isov1.LabelCrawlerVM] != "" {
-		t.Errorf("migrations %+v, want one of VMI tower-a, not labelled as isochron's", migs.Items)
+	if len(migs.Items) != 1 || migs.Items[0].Spec.VMIName != "tower-a" || migs.Items[0].Labels[isov1.LabelCrawlerVM] != "" || migs.Items[0].Spec.AddedNodeSelector != nil {
+		t.Errorf("migrations %+v, want one of VMI tower-a, not labelled as isochron's, with no target", migs.Items)
+	}
+
+	placedCrawler(t, ns, "gate", "rt-move")
+	code, out, errOut = on(t, ns, "move", "gate", "--to", "rt-move-2")
+	if code != exitOK || !strings.Contains(out, "moves to node rt-move-2 if its model says that node holds it") {
+		t.Fatalf("--to: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if err := env.Client.List(context.Background(), migs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	targets := map[string]string{}
+	for _, m := range migs.Items {
+		targets[m.Spec.VMIName] = m.Spec.AddedNodeSelector[corev1.LabelHostname]
+	}
+	if targets["gate"] != "rt-move-2" {
+		t.Errorf("migrations %+v: want gate's to ask for node rt-move-2", migs.Items)
+	}
+	if code, _, errOut := on(t, ns, "move", "gate", "--to", "rt-move"); code != exitInvalid || !strings.Contains(errOut, "runs on node rt-move already") {
+		t.Errorf("--to its own node: exit %d, stderr %q", code, errOut)
 	}
 }
 

@@ -34,7 +34,6 @@ func TestUsage(t *testing.T) {
 		"status without a name":  {args: []string{"status"}, want: "need the name of one CrawlerVM, got 0 arguments"},
 		"status with two names":  {args: []string{"status", "a", "b"}, want: "need the name of one CrawlerVM, got 2 arguments"},
 		"status -o wide":         {args: []string{"status", "a", "-o", "wide"}, want: "-o wide: the output format is yaml or json"},
-		"move --to":              {args: []string{"move", "a", "--to", "rt-2"}, want: "--to rt-2: not supported"},
 		"probe without a name":   {args: []string{"probe"}, want: "need the name of one CrawlerVM"},
 		"plan without -f":        {args: []string{"plan"}, want: "plan needs -f FILE"},
 		"plan -o yaml":           {args: []string{"plan", "-f", "x.yaml", "-o", "yaml"}, want: "-o yaml: plan's output format is table or json"},
@@ -71,9 +70,12 @@ func TestMigrationFor(t *testing.T) {
 	}
 	tests := map[string]struct {
 		cvm  *isov1.CrawlerVM
+		to   string
 		want string // the error, "" for a migration
 	}{
 		"running: virtctl migrate's request": {cvm: crawler(nil)},
+		"--to another node":                  {cvm: crawler(nil), to: "rt-2"},
+		"--to its own node":                  {cvm: crawler(nil), to: "rt-1", want: "runs on node rt-1 already"},
 		"not placed":                         {cvm: crawler(func(c *isov1.CrawlerVM) { c.Status.Placement = nil }), want: "holds no node, nothing to move"},
 		"moving": {cvm: crawler(func(c *isov1.CrawlerVM) { c.Status.Move = &isov1.Move{From: "rt-1", To: "rt-2"} }),
 			want: "is moving already, from node rt-1 to node rt-2"},
@@ -82,7 +84,7 @@ func TestMigrationFor(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			mig, err := migrationFor(tc.cvm)
+			mig, err := migrationFor(tc.cvm, tc.to)
 			if tc.want != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.want) {
 					t.Fatalf("err = %v, want %q", err, tc.want)
@@ -92,9 +94,17 @@ func TestMigrationFor(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// No isochron label (the manager's own migrations carry it) and no target.
-			if mig.Namespace != "bms" || mig.Spec.VMIName != "tower-a" || len(mig.Labels) != 0 || mig.Spec.AddedNodeSelector != nil || mig.GenerateName == "" {
+			// No isochron label (the manager's own migrations carry it), and a target
+			// only when asked for one.
+			if mig.Namespace != "bms" || mig.Spec.VMIName != "tower-a" || len(mig.Labels) != 0 || mig.GenerateName == "" {
 				t.Errorf("migration %+v", mig)
+			}
+			var want map[string]string
+			if tc.to != "" {
+				want = map[string]string{corev1.LabelHostname: tc.to}
+			}
+			if diff := cmp.Diff(want, mig.Spec.AddedNodeSelector); diff != "" {
+				t.Errorf("addedNodeSelector (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
@@ -14,22 +15,22 @@ func newMove(o *options) *cobra.Command {
 	var to string
 	cmd := &cobra.Command{
 		Use:   "move NAME",
-		Short: "Ask the manager to move a crawler live to another node its model chooses",
+		Short: "Ask the manager to move a crawler live to another node (one its model chooses, or --to NODE if the model says it holds it)",
 		Long: `move asks for a live migration of the crawler's VMI, as virtctl migrate does (a
 VirtualMachineInstanceMigration). isochron's manager takes the request over: its model
 chooses a node that holds the crawler within every crawler's budget and the crawler
 moves there, or it stays, and the manager deletes the request and says why in an Event
 (kubectl describe crawlervm NAME). Follow it with kubectl isochron status NAME.
 
---to is not supported: the manager does not honour a target node in the request
-(spec.addedNodeSelector); its model chooses the node.`,
-		Example:           `  kubectl isochron move tower-a -n bms`,
+--to NODE asks for that node (the migration's spec.addedNodeSelector, as virtctl
+migrate --addedNodeSelector does): the crawler moves there only if the model says the
+node holds it within every crawler's budget; otherwise the manager refuses the request
+with the model's reasons, in the same Event.`,
+		Example: `  kubectl isochron move tower-a -n bms
+  kubectl isochron move tower-a -n bms --to rt-node-3`,
 		Args:              oneName,
 		ValidArgsFunction: o.crawlerNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkMoveTarget(to); err != nil {
-				return err
-			}
 			c, ns, err := o.client()
 			if err != nil {
 				return err
@@ -38,36 +39,31 @@ moves there, or it stays, and the manager deletes the request and says why in an
 			if err != nil {
 				return err
 			}
-			mig, err := migrationFor(cvm)
+			mig, err := migrationFor(cvm, to)
 			if err != nil {
 				return err
 			}
 			if err := c.Create(cmd.Context(), mig); err != nil {
 				return fmt.Errorf("creating a migration of VMI %s: %w", mig.Spec.VMIName, err)
 			}
+			where := "a node its model chooses"
+			if to != "" {
+				where = "node " + to + " if its model says that node holds it"
+			}
 			fmt.Fprintf(o.streams.Out, "Asked for a move of crawler %s/%s off node %s (VirtualMachineInstanceMigration %s).\n"+
-				"isochron's manager takes it over: the crawler moves to a node its model chooses, or stays and an Event says why.\n"+
-				"Follow it: kubectl isochron status %s -n %s\n", cvm.Namespace, cvm.Name, cvm.Status.Placement.Node, mig.Name, cvm.Name, cvm.Namespace)
+				"isochron's manager takes it over: the crawler moves to %s, or stays and an Event says why.\n"+
+				"Follow it: kubectl isochron status %s -n %s\n", cvm.Namespace, cvm.Name, cvm.Status.Placement.Node, mig.Name, where, cvm.Name, cvm.Namespace)
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&to, "to", "", "not supported: the manager's model chooses the node (the manager ignores a migration's target)")
+	cmd.Flags().StringVar(&to, "to", "", "The node to move to (its kubernetes.io/hostname label); the manager refuses it, with the model's reasons, when that node cannot hold the crawler.")
 	return cmd
 }
 
-// checkMoveTarget refuses --to: the manager's takeover of a migration (controllers,
-// takeOverMigrations) places the crawler by its model and ignores the migration's
-// spec.addedNodeSelector, so a target would be silently dropped.
-func checkMoveTarget(to string) error {
-	if to == "" {
-		return nil
-	}
-	return usagef("--to %s: not supported: isochron's manager moves a crawler to the node its model chooses and ignores a requested target; run kubectl isochron move without --to, or see which nodes would hold it with kubectl isochron plan", to)
-}
-
-// migrationFor is the migration virtctl migrate would create for the crawler's VMI, or
-// why none can be asked for: the crawler is not placed, has no VMI, or moves already.
-func migrationFor(cvm *isov1.CrawlerVM) (*kubevirtv1.VirtualMachineInstanceMigration, error) {
+// migrationFor is the migration virtctl migrate would create for the crawler's VMI (to
+// node to, when set: its addedNodeSelector), or why none can be asked for: the crawler is
+// not placed, has no VMI, moves already, or runs on node to.
+func migrationFor(cvm *isov1.CrawlerVM, to string) (*kubevirtv1.VirtualMachineInstanceMigration, error) {
 	key := cvm.Namespace + "/" + cvm.Name
 	switch {
 	case cvm.Status.Placement == nil || cvm.Status.Placement.Node == "":
@@ -76,9 +72,15 @@ func migrationFor(cvm *isov1.CrawlerVM) (*kubevirtv1.VirtualMachineInstanceMigra
 		return nil, fmt.Errorf("crawler %s is moving already, from node %s to node %s: wait for that move to end", key, cvm.Status.Move.From, cvm.Status.Move.To)
 	case cvm.Status.VMI == nil || cvm.Status.VMI.Name == "" || cvm.Status.VMI.Phase != string(kubevirtv1.Running):
 		return nil, fmt.Errorf("crawler %s has no running VMI to migrate live: kubectl isochron status %s says why", key, cvm.Name)
+	case to != "" && to == cvm.Status.Placement.Node:
+		return nil, usagef("--to %s: crawler %s runs on node %s already; name another node, or leave --to out for one the model chooses", to, key, to)
 	}
-	return &kubevirtv1.VirtualMachineInstanceMigration{
+	mig := &kubevirtv1.VirtualMachineInstanceMigration{
 		ObjectMeta: metav1.ObjectMeta{Namespace: cvm.Namespace, GenerateName: "kubectl-isochron-move-" + cvm.Status.VMI.Name + "-"},
 		Spec:       kubevirtv1.VirtualMachineInstanceMigrationSpec{VMIName: cvm.Status.VMI.Name},
-	}, nil
+	}
+	if to != "" {
+		mig.Spec.AddedNodeSelector = map[string]string{corev1.LabelHostname: to}
+	}
+	return mig, nil
 }
