@@ -111,7 +111,7 @@ func (r *CrawlerVMReconciler) runVM(ctx context.Context, cvm *isov1.CrawlerVM, s
 	}
 	vm, vmi := w.VM, w.VMI
 	in := render.Input{CrawlerVM: cvm, Sizing: size.Sizing, Node: held.Node, RTBinding: binding, GuestDSCP: guestDSCP,
-		Agent: &render.Agent{Image: r.probes.Image, Gateways: slo.GatewayURLs(cvm, gatewayIP), Key: credential.Key(r.master, string(cvm.UID))}}
+		Agent: &render.Agent{Image: r.probes.Image, Gateways: slo.GatewayURLs(cvm, gatewayIP), Key: credential.Key(r.master, string(cvm.UID)), PullSecret: r.probes.PullSecret}}
 	if vm != nil && vm.Spec.RunStrategy != nil {
 		in.RunStrategy = *vm.Spec.RunStrategy // a person's virtctl stop holds
 	}

@@ -44,7 +44,7 @@ func main() {
 	var leaderElect, secureMetrics, enableHTTP2 bool
 	var metricsCertDir string
 	var concurrency, qps, burst int
-	var probeImage, probeCPU, leaderElectionNamespace, sharedNetworks, rtUplinks, namespace, masterKeySecret string
+	var probeImage, probePullSecret, probeCPU, leaderElectionNamespace, sharedNetworks, rtUplinks, namespace, masterKeySecret string
 	var probeGrace, probeTTL, minMoveInterval, refutedMemory, nodeLostGrace, unschedulableGrace, releaseAfter, reconcileTimeout time.Duration
 	var leaseDuration, renewDeadline, retryPeriod time.Duration
 	var showVersion bool
@@ -67,6 +67,7 @@ func main() {
 	flag.IntVar(&qps, "kube-api-qps", 200, "Requests per second to the API server (a placement decision writes one status; creating a VMI about three requests). The API server's priority and fairness protects it beyond that.")
 	flag.IntVar(&burst, "kube-api-burst", 400, "Burst of requests to the API server.")
 	flag.StringVar(&probeImage, "probe-image", slo.DefaultImage, "The rtprobe image the probe Jobs run.")
+	flag.StringVar(&probePullSecret, "probe-image-pull-secret", "", "Secret the probe Jobs and the crawlers' agent disks pull --probe-image with, from a private registry: a kubernetes.io/dockerconfigjson Secret of that name in each crawler's namespace (empty: none). Reaches a running crawler's agent disk at its next start.")
 	flag.DurationVar(&probeGrace, "probe-grace", 5*time.Minute, "Time a probe Job gets beyond spec.probe.duration to start and report before it is failed as timed out.")
 	flag.DurationVar(&probeTTL, "probe-ttl", time.Hour, "How long finished probe Jobs and their pods (with logs) are kept.")
 	flag.StringVar(&probeCPU, "probe-cpu", slo.DefaultCPU.String(), "CPU request and limit of the probe pods (Guaranteed). A whole number gets exclusive CPUs under the static CPU Manager; a fraction (e.g. 200m) runs on the shared pool, for nodes too small to spare a CPU.")
@@ -110,6 +111,10 @@ func main() {
 	}
 	cpu, err := parseProbeCPU(probeCPU)
 	if err != nil {
+		setupLog.Error(err, "Invalid flag")
+		os.Exit(1)
+	}
+	if err := checkSecretName("--probe-image-pull-secret", probePullSecret); err != nil {
 		setupLog.Error(err, "Invalid flag")
 		os.Exit(1)
 	}
@@ -199,7 +204,7 @@ func main() {
 	}
 	r := controllers.NewCrawlerVMReconciler(mgr, controllers.WithNodeAccess(rules), controllers.WithConcurrency(concurrency), controllers.WithProbeMasterKey(master),
 		controllers.WithReconcileTimeout(reconcileTimeout), controllers.WithLeaderIdentity(identity),
-		controllers.WithProbes(slo.Options{Image: probeImage, Grace: probeGrace, TTL: probeTTL, CPU: cpu}),
+		controllers.WithProbes(slo.Options{Image: probeImage, Grace: probeGrace, TTL: probeTTL, CPU: cpu, PullSecret: probePullSecret}),
 		controllers.WithMinMoveInterval(minMoveInterval), controllers.WithRefutedNodeMemory(refutedMemory), controllers.WithNodeLostGrace(nodeLostGrace), controllers.WithUnschedulableGrace(unschedulableGrace), controllers.WithReleaseAfter(releaseAfter), controllers.WithSharedNetworkNamespaces(shared), controllers.WithRTUplinks(uplinks))
 	if err := r.SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Unable to set up controller", "controller", "CrawlerVM")
@@ -327,5 +332,16 @@ func setMemoryLimit() error {
 	}
 	debug.SetMemoryLimit(soft)
 	setupLog.Info("Go memory limit derived from the container's", "containerLimitBytes", v, "percent", memlimit.Percent, "softLimitBytes", soft)
+	return nil
+}
+
+// checkSecretName refuses a value of flag that cannot name a Secret ("" names none).
+func checkSecretName(flag, name string) error {
+	if name == "" {
+		return nil
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return fmt.Errorf("%s=%q cannot name a Secret: %s", flag, name, strings.Join(errs, "; "))
+	}
 	return nil
 }

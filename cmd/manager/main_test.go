@@ -101,3 +101,16 @@ func TestRegisterBuildInfo(t *testing.T) {
 		t.Error("isochron_build_info registered twice on one registry")
 	}
 }
+
+func TestCheckSecretName(t *testing.T) {
+	for name, want := range map[string]string{
+		"":               "",
+		"registry-creds": "",
+		"Registry_Creds": `--probe-image-pull-secret="Registry_Creds" cannot name a Secret`,
+	} {
+		err := checkSecretName("--probe-image-pull-secret", name)
+		if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {
+			t.Errorf("checkSecretName(%q) = %v, want %q", name, err, want)
+		}
+	}
+}

@@ -78,6 +78,9 @@ type Agent struct {
 	// Key is the crawler's probe key (credential.Key); nil renders no key (an offline
 	// render, which cannot know it).
 	Key []byte
+	// PullSecret is the Secret in the crawler's namespace that KubeVirt pulls Image with
+	// (slo.Options.PullSecret); "" for none.
+	PullSecret string
 }
 
 // The keys of the guest Secret (GuestSecret).
@@ -176,7 +179,7 @@ func VMI(in Input) (*kubevirtv1.VirtualMachineInstance, error) {
 		})
 		spec.Volumes = append(spec.Volumes, kubevirtv1.Volume{
 			Name:         VolumeAgent,
-			VolumeSource: kubevirtv1.VolumeSource{ContainerDisk: &kubevirtv1.ContainerDiskSource{Image: a.Image, Path: AgentDiskPath}},
+			VolumeSource: kubevirtv1.VolumeSource{ContainerDisk: &kubevirtv1.ContainerDiskSource{Image: a.Image, Path: AgentDiskPath, ImagePullSecret: a.PullSecret}},
 		})
 	}
 	data, err := guestUserData(in)

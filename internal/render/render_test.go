@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -231,6 +232,13 @@ func TestPlanVMWrite(t *testing.T) {
 	bigger := input(crawler(withRTNIC(5*time.Millisecond), func(c *isov1.CrawlerVM) { c.Spec.RPS = 1000 }), BindingBridge)
 	newAgent := base
 	newAgent.Agent = &Agent{Image: "isochron/rtprobe:v0.3.0", Gateways: base.Agent.Gateways}
+	pulled := base
+	pulled.Agent = &Agent{Image: base.Agent.Image, Gateways: base.Agent.Gateways, PullSecret: "registry-creds"}
+	if v := applied(pulled).Spec.Template.Spec.Volumes; !slices.ContainsFunc(v, func(v kubevirtv1.Volume) bool {
+		return v.Name == VolumeAgent && v.ContainerDisk != nil && v.ContainerDisk.ImagePullSecret == "registry-creds"
+	}) {
+		t.Errorf("volumes %+v: want the agent disk pulled with registry-creds", v)
+	}
 	stopped := base
 	stopped.RunStrategy = kubevirtv1.RunStrategyHalted
 	noHash := applied(base)
@@ -257,11 +265,13 @@ func TestPlanVMWrite(t *testing.T) {
 		"a template without the hash":                  {vm: noHash, in: base, want: WriteApply},
 		"another node and another size: a whole write": {vm: applied(base), in: func() Input { in := bigger; in.Node = "rt-node-2"; return in }(), want: WriteApply},
 		// An earlier release's rendering reaches the next VMI, never the running one.
-		"inline user data, a VMI runs":         {vm: inline, in: base, want: WriteNothing},
-		"inline user data, no VMI":             {vm: inline, in: base, stopped: true, want: WriteApply},
-		"a new release's agent, no VMI":        {vm: applied(base), in: newAgent, stopped: true, want: WriteApply},
-		"the same rendering, no VMI":           {vm: applied(base), in: base, stopped: true, want: WriteNothing},
-		"another gateway address is no change": {vm: applied(base), in: func() Input { in := base; in.Agent = agentOf(base.CrawlerVM, "10.96.9.9"); return in }(), stopped: true, want: WriteNothing},
+		"inline user data, a VMI runs":            {vm: inline, in: base, want: WriteNothing},
+		"inline user data, no VMI":                {vm: inline, in: base, stopped: true, want: WriteApply},
+		"a new release's agent, no VMI":           {vm: applied(base), in: newAgent, stopped: true, want: WriteApply},
+		"a pull secret for the agent, a VMI runs": {vm: applied(base), in: pulled, want: WriteNothing},
+		"a pull secret for the agent, no VMI":     {vm: applied(base), in: pulled, stopped: true, want: WriteApply},
+		"the same rendering, no VMI":              {vm: applied(base), in: base, stopped: true, want: WriteNothing},
+		"another gateway address is no change":    {vm: applied(base), in: func() Input { in := base; in.Agent = agentOf(base.CrawlerVM, "10.96.9.9"); return in }(), stopped: true, want: WriteNothing},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -201,7 +201,7 @@ func renderedOtherwise(spec *kubevirtv1.VirtualMachineInstanceSpec, in Input) bo
 }
 
 // guestDelivery sums up what a VMI spec gives the guest beyond its inputs: the source of
-// its user data and the image of its agent's disk.
+// its user data and the image of its agent's disk (with the Secret it is pulled with).
 func guestDelivery(spec *kubevirtv1.VirtualMachineInstanceSpec) string {
 	var from, agent string
 	for _, v := range spec.Volumes {
@@ -212,6 +212,9 @@ func guestDelivery(spec *kubevirtv1.VirtualMachineInstanceSpec) string {
 			from = "inline"
 		case v.Name == VolumeAgent && v.ContainerDisk != nil:
 			agent = v.ContainerDisk.Image
+			if s := v.ContainerDisk.ImagePullSecret; s != "" {
+				agent += " pulled with " + s
+			}
 		}
 	}
 	return from + "; agent " + agent

@@ -70,6 +70,9 @@ type Options struct {
 	// NameKey names the probe Jobs (JobName): credential.NameKey of the manager's master
 	// key, which the reconciler sets.
 	NameKey []byte
+	// PullSecret is the Secret, in each crawler's namespace, that its probe pods and its
+	// VM's agent disk pull Image with (a private registry); "" for none.
+	PullSecret string
 }
 
 // DefaultCPU is the probe pod's CPU unless Options.CPU says otherwise: one exclusive CPU,
@@ -79,6 +82,14 @@ var DefaultCPU = resource.MustParse("1")
 // DefaultOptions are the settings of a production manager.
 func DefaultOptions(image string) Options {
 	return Options{Image: image, Grace: 5 * time.Minute, TTL: time.Hour}
+}
+
+// pullSecrets are the probe pods' imagePullSecrets: PullSecret's, or none.
+func (o Options) pullSecrets() []corev1.LocalObjectReference {
+	if o.PullSecret == "" {
+		return nil
+	}
+	return []corev1.LocalObjectReference{{Name: o.PullSecret}}
 }
 
 func (o Options) cpu() resource.Quantity {
@@ -291,6 +302,7 @@ func Job(cvm *isov1.CrawlerVM, run Run, target Target, opts Options) *batchv1.Jo
 					EnableServiceLinks:            ptr.To(false),
 					TerminationGracePeriodSeconds: ptr.To[int64](10),
 					Affinity:                      awayFrom(node),
+					ImagePullSecrets:              opts.pullSecrets(),
 					SecurityContext: &corev1.PodSecurityContext{
 						RunAsNonRoot:   ptr.To(true),
 						RunAsUser:      ptr.To[int64](65532),

@@ -100,6 +100,21 @@ func TestJobName(t *testing.T) {
 	}
 }
 
+// The probe pods pull the probe image with the Secret the manager names, in the
+// crawler's namespace, and with none when it names none.
+func TestJobPullSecret(t *testing.T) {
+	run := Run{Trigger: isov1.TriggerStart, Generation: 1, VMIUID: "vmi-1"}
+	opts := Options{Image: "registry.example/isochron/rtprobe:v0.2.0", Grace: time.Minute, TTL: time.Hour}
+	if got := Job(crawler(), run, Target{}, opts).Spec.Template.Spec.ImagePullSecrets; got != nil {
+		t.Errorf("imagePullSecrets %v without a pull secret, want none", got)
+	}
+	opts.PullSecret = "registry-creds"
+	got := Job(crawler(), run, Target{}, opts).Spec.Template.Spec.ImagePullSecrets
+	if len(got) != 1 || got[0].Name != "registry-creds" {
+		t.Errorf("imagePullSecrets %v, want registry-creds", got)
+	}
+}
+
 func TestJobCPU(t *testing.T) {
 	run := Run{Trigger: isov1.TriggerStart, Generation: 1, VMIUID: "vmi-1"}
 	tests := map[string]struct {

@@ -54,9 +54,9 @@ image:
 
 # Secrets (kubernetes.io/dockerconfigjson) the manager's and the NIC agents' pods pull
 # their images with, [{name: ...}]; each must exist in isochron-system and in
-# isochron-nic-agent. The pods the manager creates do not get them yet: its probe Jobs
-# (in the crawlers' namespaces) and the crawlers' agent disks (pulled by KubeVirt) need
-# the rtprobe image pullable without credentials.
+# isochron-nic-agent. The pods the manager creates in the crawlers' namespaces (its probe
+# Jobs, and KubeVirt's pull of each crawler's agent disk) pull the rtprobe image with the
+# manager's --probe-image-pull-secret, which no value sets yet (docs/operations.md).
 imagePullSecrets: []
 
 nicAgent:

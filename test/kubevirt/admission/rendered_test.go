@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -290,5 +291,35 @@ func TestBrokenRenderingIsRefused(t *testing.T) {
 	vm.Spec.Running = ptr.To(true) // with runStrategy: mutually exclusive
 	if causes := ValidateVM(vm, clusterGates); len(causes) == 0 {
 		t.Error("KubeVirt admitted a VM with both running and runStrategy")
+	}
+}
+
+// The agent disk of a crawler whose probe image is private (--probe-image-pull-secret) is
+// admitted by KubeVirt, and KubeVirt's launcher pod pulls it with that Secret.
+func TestPrivateAgentImageIsPulledWithItsSecret(t *testing.T) {
+	for name, v := range variants() {
+		t.Run(name, func(t *testing.T) {
+			s, err := sizing.Size(v.demand(), model.DefaultParams())
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := agent(v.cvm)
+			a.Image, a.PullSecret = "registry.example:5000/isochron/rtprobe:v0.2.0", "registry-creds"
+			vm, err := render.VM(render.Input{CrawlerVM: v.cvm, Sizing: s, Node: "rt-node-1", RTBinding: v.binding, Agent: a})
+			if err != nil {
+				t.Fatal(err)
+			}
+			admitVM(t, vm)
+			vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: *vm.Spec.Template.ObjectMeta.DeepCopy(), Spec: *vm.Spec.Template.Spec.DeepCopy()}
+			vmi.Name, vmi.Namespace, vmi.UID = vm.Name, vm.Namespace, "uid-1"
+			pod, err := LauncherPod(vmi, kubevirtv1.KubeVirtConfiguration{}, clusterGates)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(pod.Spec.ImagePullSecrets, func(r corev1.LocalObjectReference) bool { return r.Name == "registry-creds" }) {
+				t.Errorf("launcher pod's imagePullSecrets %v: want registry-creds, to pull %s", pod.Spec.ImagePullSecrets, a.Image)
+			}
+		})
+		break // one variant: the agent disk is the same in all
 	}
 }
