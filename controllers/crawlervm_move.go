@@ -403,6 +403,11 @@ func (r *CrawlerVMReconciler) takeOverMigrations(ctx context.Context, cvm *isov1
 		if err != nil {
 			return err
 		}
+		if !d.Placed() && d.Reason == "" {
+			// No decision taken: this replica's last one for the crawler has not reached
+			// the cache yet. The request waits for the look that update brings.
+			return nil
+		}
 		if err := deleteMigration(ctx, r.Client, mig); err != nil {
 			return err
 		}

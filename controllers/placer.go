@@ -202,7 +202,7 @@ func (p *placer) assume(cvm *isov1.CrawlerVM, kept *plannedLedger) *ledger.Chang
 // ledger under the decision lock. When a node fits, apply records the move in cvm's status
 // and the ledger assumes both of its reservations; persist then writes the status, after
 // the lock is released (its failure forgets them). A crawler whose last decision has not
-// reached the cache is not decided (Reason says so).
+// reached the cache is not decided: the decision has an empty Reason, as callers take it.
 func (p *placer) Move(ctx context.Context, cvm *isov1.CrawlerVM, req placement.Request, apply func(placement.Decision), persist func() error) (placement.Decision, error) {
 	if err := p.ensureLedger(ctx); err != nil {
 		return placement.Decision{}, err
@@ -220,7 +220,7 @@ func (p *placer) decideMove(ctx context.Context, cvm *isov1.CrawlerVM, req place
 	p.decide.Lock(p.clock.Now())
 	defer p.decide.Unlock()
 	if p.ledger.Assumed(cvm.Namespace + "/" + cvm.Name) {
-		return placement.Decision{Reason: "a decision for it is on its way"}, nil, nil
+		return placement.Decision{}, nil, nil // no decision (an empty Reason says so): one for it is on its way
 	}
 	inv, err := p.gather(ctx)
 	if err != nil {
