@@ -179,6 +179,19 @@ e2e-local-up: e2e-local-prereqs e2e-local-bins e2e-local-images $(E2E_LOCAL_MULT
 	$(MAKE) e2e-local-check
 	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) KUBEVIRT_MANIFEST=$(E2E_KUBEVIRT_BIN)/kubevirt-operator.yaml \
 		KUBEVIRT_ARCHIVES="$(E2E_KUBEVIRT_ARCHIVES)" e2e/local/up-kubevirt.sh
+	$(MAKE) e2e-local-upgrade-images
+
+# Another build to upgrade to (TestUpgradeToAnotherBuildRestartsNoVM): this build's
+# images under the tag $(E2E_UPGRADE_VERSION), in the local node's containerd.
+E2E_UPGRADE_VERSION = $(VERSION)-upgrade
+E2E_UPGRADE_IMAGES = $(subst :$(VERSION),:$(E2E_UPGRADE_VERSION),$(IMG) $(NIC_AGENT_IMG) $(PROBE_IMG))
+
+.PHONY: e2e-local-upgrade-images
+e2e-local-upgrade-images: ## Tag the images of this build as another build's (tag VERSION-upgrade) in the running local cluster, for the upgrade test (e2e-local-up does).
+	for img in $(IMG) $(NIC_AGENT_IMG) $(PROBE_IMG); do \
+		ctr --address $(E2E_LOCAL_STATE)/containerd/containerd.sock --namespace k8s.io images tag --force \
+			docker.io/$$img docker.io/$${img%:*}:$(E2E_UPGRADE_VERSION); \
+	done
 
 # The local node has 2 CPUs, one reserved: the probe pod gets a fraction of the shared
 # pool instead of an exclusive CPU (the manager's --probe-cpu).
@@ -195,7 +208,8 @@ e2e-local: e2e-local-prereqs ## Bring up the local cluster from scratch (all sta
 
 # The suite on the local cluster's own node (this machine's kernel).
 E2E_LOCAL_ENV = KUBECONFIG=$(E2E_LOCAL_STATE)/admin.kubeconfig E2E_PROBE_CPU=$(E2E_LOCAL_PROBE_CPU) E2E_GUEST_RUNS_AGENT=1 \
-	E2E_RT_UPLINK=$(E2E_LOCAL_RT_UPLINK)
+	E2E_RT_UPLINK=$(E2E_LOCAL_RT_UPLINK) E2E_UPGRADE_IMG=$(word 1,$(E2E_UPGRADE_IMAGES)) \
+	E2E_UPGRADE_NIC_AGENT_IMG=$(word 2,$(E2E_UPGRADE_IMAGES)) E2E_UPGRADE_PROBE_IMG=$(word 3,$(E2E_UPGRADE_IMAGES))
 
 # Worker nodes that are VMs (e2e/local/nodes-up.sh; docs/e2e.md, "Nodes that are VMs"):
 # Debian E2E_NODE_SUITE booted by systemd under QEMU's software emulation, joined to the
