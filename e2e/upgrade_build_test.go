@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -65,7 +66,7 @@ func TestUpgradeToAnotherBuildRestartsNoVM(t *testing.T) {
 		if err := cl.Get(ctx, client.ObjectKey{Namespace: nicAgentNS, Name: nicAgentDS}, ds); err != nil {
 			return false, "", err
 		}
-		want := ptrValue(dep.Spec.Replicas)
+		want := ptr.Deref(dep.Spec.Replicas, 1) // a Deployment's default
 		s := dep.Status
 		depDone := s.ObservedGeneration == dep.Generation && s.UpdatedReplicas == want && s.AvailableReplicas == want && s.Replicas == want
 		d := ds.Status
@@ -116,12 +117,4 @@ func TestUpgradeToAnotherBuildRestartsNoVM(t *testing.T) {
 			t.Errorf("the running VMI's agent disk is %s, want %s until its next start", v.ContainerDisk.Image, oldProbe)
 		}
 	}
-}
-
-// ptrValue is *p, 1 for nil (a Deployment's default replicas).
-func ptrValue(p *int32) int32 {
-	if p == nil {
-		return 1
-	}
-	return *p
 }

@@ -12,7 +12,8 @@ package move
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -380,16 +381,11 @@ func WithAddedSelector(own, added map[string]string) (sel map[string]string, con
 	if len(added) == 0 {
 		return own, ""
 	}
-	out := make(map[string]string, len(own)+len(added))
-	for k, v := range own {
-		out[k] = v
+	out := maps.Clone(own)
+	if out == nil {
+		out = map[string]string{}
 	}
-	keys := make([]string, 0, len(added))
-	for k := range added {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(added)) {
 		if v, ok := out[k]; ok && v != added[k] {
 			return nil, fmt.Sprintf("the move asks for a node with %s=%s, and the crawler's own node selector for %s=%s: no node has both", k, added[k], k, v)
 		}
