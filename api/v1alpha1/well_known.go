@@ -98,6 +98,18 @@ const (
 	NetworksRTUplinks        = "rtUplinks"
 )
 
+// The environment variables config/manager fills from NetworksConfigMap's keys, which
+// the manager's --shared-network-namespaces and --rt-uplinks (and the NIC agent's
+// --rt-uplinks) default to. The ConfigMap ships without keys, so that re-applying a
+// release never owns, and so never resets, the administrator's: a variable whose key is
+// missing is unset (an optional configMapKeyRef), which is why the flags read them as
+// defaults rather than as $(VAR) in the arguments (Kubernetes leaves an unset one there
+// literally).
+const (
+	EnvSharedNetworkNamespaces = "SHARED_NETWORK_NAMESPACES"
+	EnvRTUplinks               = "RT_UPLINKS"
+)
+
 // NICAgent is the name of isochron's NIC agent: its field owner (of status.rtNIC), its
 // Events' source and its DaemonSet's name.
 const NICAgent = "isochron-nic-agent"

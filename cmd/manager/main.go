@@ -44,7 +44,7 @@ func main() {
 	var leaderElect, secureMetrics, enableHTTP2 bool
 	var metricsCertDir string
 	var concurrency, qps, burst int
-	var probeImage, probePullSecret, probeCPU, leaderElectionNamespace, sharedNetworks, rtUplinks, namespace, masterKeySecret string
+	var probeImage, probePullSecret, probeCPU, leaderElectionNamespace, namespace, masterKeySecret string
 	var probeGrace, probeTTL, minMoveInterval, refutedMemory, nodeLostGrace, unschedulableGrace, releaseAfter, reconcileTimeout time.Duration
 	var leaseDuration, renewDeadline, retryPeriod time.Duration
 	var showVersion bool
@@ -71,8 +71,7 @@ func main() {
 	flag.DurationVar(&probeGrace, "probe-grace", 5*time.Minute, "Time a probe Job gets beyond spec.probe.duration to start and report before it is failed as timed out.")
 	flag.DurationVar(&probeTTL, "probe-ttl", time.Hour, "How long finished probe Jobs and their pods (with logs) are kept.")
 	flag.StringVar(&probeCPU, "probe-cpu", slo.DefaultCPU.String(), "CPU request and limit of the probe pods (Guaranteed). A whole number gets exclusive CPUs under the static CPU Manager; a fraction (e.g. 200m) runs on the shared pool, for nodes too small to spare a CPU.")
-	flag.StringVar(&sharedNetworks, "shared-network-namespaces", "", "Comma-separated namespaces whose RT networks (NetworkAttachmentDefinitions) CrawlerVMs of every namespace may use, as Multus' globalNamespaces; a crawler may always use its own namespace's. config/default sets it from the ConfigMap isochron-networks, which its ValidatingAdmissionPolicy reads too.")
-	flag.StringVar(&rtUplinks, "rt-uplinks", "", "Comma-separated host interfaces the cluster administrator names as RT uplinks: an RT network whose NetworkAttachmentDefinition names another with the annotation "+isov1.AnnotationRTUplink+" is refused (Ready=False, "+isov1.ReasonRTUplinkNotAllowed+"). config/default sets it, and the NIC agents' list, from rtUplinks in the ConfigMap isochron-networks.")
+	sharedNetworks, rtUplinks := networkFlags(flag.CommandLine, os.Getenv)
 	flag.DurationVar(&minMoveInterval, "min-move-interval", slo.DefaultMinMoveInterval, "Least time between two moves of one crawler that probes refute under spec.placement.onRefuted Replace (each is judged by a new probe before the next).")
 	flag.DurationVar(&nodeLostGrace, "node-lost-grace", move.DefaultNodeLostGrace, "How long a crawler's node may be not ready (after Kubernetes' own node-monitor grace) before the crawler is presumed down and reported; it starts elsewhere only once the node is fenced.")
 	flag.DurationVar(&releaseAfter, "release-after", readiness.DefaultReleaseAfter, "How long a crawler may be down because a person stopped its VM (virtctl stop) or the API server refuses its launcher pod (a ResourceQuota, a policy) before its real-time reservation is released; it is placed again once a launcher of it exists.")
@@ -118,12 +117,12 @@ func main() {
 		setupLog.Error(err, "Invalid flag")
 		os.Exit(1)
 	}
-	shared, err := parseNamespaces(sharedNetworks)
+	shared, err := parseNamespaces(*sharedNetworks)
 	if err != nil {
 		setupLog.Error(err, "Invalid flag")
 		os.Exit(1)
 	}
-	uplinks, err := rtnet.ParseUplinks(rtUplinks)
+	uplinks, err := rtnet.ParseUplinks(*rtUplinks)
 	if err != nil {
 		setupLog.Error(err, "Invalid flag --rt-uplinks")
 		os.Exit(1)
@@ -272,6 +271,16 @@ func (g watchListGates) Enabled(f clientfeatures.Feature) bool {
 		return true
 	}
 	return g.Gates.Enabled(f)
+}
+
+// networkFlags registers --shared-network-namespaces and --rt-uplinks on fs. Each
+// defaults to its environment variable (getenv), which config/manager fills from the
+// administrator's ConfigMap isochron-networks: a key the administrator never set leaves
+// it unset, and the flag empty. A flag given on the command line wins.
+func networkFlags(fs *flag.FlagSet, getenv func(string) string) (shared, uplinks *string) {
+	shared = fs.String("shared-network-namespaces", getenv(isov1.EnvSharedNetworkNamespaces), "Comma-separated namespaces whose RT networks (NetworkAttachmentDefinitions) CrawlerVMs of every namespace may use, as Multus' globalNamespaces; a crawler may always use its own namespace's. Default: $"+isov1.EnvSharedNetworkNamespaces+", which config/default sets from "+isov1.NetworksSharedNamespaces+" in the ConfigMap "+isov1.NetworksConfigMap+" (its ValidatingAdmissionPolicy reads it too), and leaves unset while the key is missing.")
+	uplinks = fs.String("rt-uplinks", getenv(isov1.EnvRTUplinks), "Comma-separated host interfaces the cluster administrator names as RT uplinks: an RT network whose NetworkAttachmentDefinition names another with the annotation "+isov1.AnnotationRTUplink+" is refused (Ready=False, "+isov1.ReasonRTUplinkNotAllowed+"). Default: $"+isov1.EnvRTUplinks+", which config/default sets from "+isov1.NetworksRTUplinks+" in the ConfigMap "+isov1.NetworksConfigMap+" (the NIC agents read the same key), and leaves unset while the key is missing.")
+	return shared, uplinks
 }
 
 // parseProbeCPU reads --probe-cpu: a positive CPU quantity.

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"flag"
+	"io"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/version"
 )
 
@@ -58,6 +61,38 @@ func TestParseNamespaces(t *testing.T) {
 			}
 			if err != nil || strings.Join(got, "|") != strings.Join(tc.want, "|") {
 				t.Fatalf("parseNamespaces(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+			}
+		})
+	}
+}
+
+// The administrator's network settings reach the manager as environment variables that
+// are unset while their ConfigMap keys are missing (config/manager); a flag given wins.
+func TestNetworkFlags(t *testing.T) {
+	env := map[string]string{isov1.EnvSharedNetworkNamespaces: "rt-shared", isov1.EnvRTUplinks: "eth1"}
+	tests := map[string]struct {
+		env                   map[string]string
+		args                  []string
+		wantShared, wantLinks string
+	}{
+		"no key set, no flag":  {},
+		"from the environment": {env: env, wantShared: "rt-shared", wantLinks: "eth1"},
+		"flags without the environment": {args: []string{"--shared-network-namespaces=tenant-b", "--rt-uplinks=eth2"},
+			wantShared: "tenant-b", wantLinks: "eth2"},
+		"a flag wins over the environment": {env: env, args: []string{"--rt-uplinks=eth2"}, wantShared: "rt-shared", wantLinks: "eth2"},
+		"an empty flag wins too":           {env: env, args: []string{"--shared-network-namespaces="}, wantLinks: "eth1"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			shared, uplinks := networkFlags(fs, func(k string) string { return tc.env[k] })
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			if *shared != tc.wantShared || *uplinks != tc.wantLinks {
+				t.Errorf("env %v, args %q: --shared-network-namespaces %q, --rt-uplinks %q; want %q, %q",
+					tc.env, tc.args, *shared, *uplinks, tc.wantShared, tc.wantLinks)
 			}
 		})
 	}

@@ -34,7 +34,7 @@ import (
 func main() {
 	var node, probeAddr, show, uplinks, networksConfig string
 	flag.StringVar(&node, "node-name", os.Getenv("NODE_NAME"), "The node the agent runs on (the DaemonSet passes spec.nodeName as NODE_NAME).")
-	flag.StringVar(&uplinks, "rt-uplinks", os.Getenv("RT_UPLINKS"), "Comma-separated host interfaces the agent may program as RT uplinks, named by the cluster administrator; when empty, read from --networks-config. No other interface is ever touched; none named: none.")
+	flag.StringVar(&uplinks, "rt-uplinks", os.Getenv(isov1.EnvRTUplinks), "Comma-separated host interfaces the agent may program as RT uplinks, named by the cluster administrator; when empty, read from --networks-config. No other interface is ever touched; none named: none.")
 	flag.StringVar(&networksConfig, "networks-config", "isochron-system/"+isov1.NetworksConfigMap, "namespace/name of the ConfigMap whose "+isov1.NetworksRTUplinks+" names the RT uplinks (the administrator's, in the manager's namespace), read through the API server at the agent's start when --rt-uplinks is empty; restart the agents after a change. Empty: none.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8082", "Address of the health and readiness probes.")
 	flag.StringVar(&show, "show-uplink", "", "Print what the kernel has on this link's egress (root qdisc, isochron's RT classes and filters) as JSON, and exit: kubectl exec into the agent's pod, whose image holds no tc.")
