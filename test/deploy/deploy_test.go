@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -33,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	certutil "k8s.io/client-go/util/cert"
@@ -54,6 +56,9 @@ const (
 	metricsReader = "isochron-metrics-reader"
 	// applier is the field manager of the "user" (kubectl apply --server-side).
 	applier = "kubectl"
+	// admin is the field manager of the cluster administrator's changes to the settings
+	// (kubectl edit: an update, not an apply).
+	admin = "kubectl-edit"
 )
 
 var (
@@ -88,26 +93,40 @@ func build(t *testing.T, dir string) []*unstructured.Unstructured {
 	return manifests.Build(t, root, dir)
 }
 
-// apply applies objs with server-side apply as field manager applier; namespaces are
-// created for real first, since a dry-run object cannot live in a dry-run namespace.
+// apply applies objs with server-side apply as field manager applier, taking over any
+// field another manager wrote (--force-conflicts); namespaces are created for real
+// first, since a dry-run object cannot live in a dry-run namespace.
 func apply(t *testing.T, objs []*unstructured.Unstructured, dryRun bool) {
 	t.Helper()
+	applyAs(t, objs, dryRun, client.ForceOwnership)
+}
+
+// upgrade applies objs again as an upgrade does, `kubectl apply --server-side -f
+// dist/install.yaml` (field manager applier) without --force-conflicts: a field
+// another manager changed since the install is a conflict, not silently taken back.
+func upgrade(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	applyAs(t, objs, false)
+}
+
+// applyAs applies objs, namespaces first, as field manager applier with opts.
+func applyAs(t *testing.T, objs []*unstructured.Unstructured, dryRun bool, opts ...client.ApplyOption) {
+	t.Helper()
 	ctx := context.Background()
+	opts = append([]client.ApplyOption{client.FieldOwner(applier)}, opts...)
 	for _, o := range objs {
 		if o.GetKind() == "Namespace" {
-			ns := o.DeepCopy()
-			if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(ns), client.FieldOwner(applier), client.ForceOwnership); err != nil {
+			if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), opts...); err != nil {
 				t.Fatalf("applying Namespace %s: %v", o.GetName(), err)
 			}
 		}
 	}
+	if dryRun {
+		opts = append(opts, client.DryRunAll)
+	}
 	for _, o := range objs {
 		if o.GetKind() == "Namespace" {
 			continue
-		}
-		opts := []client.ApplyOption{client.FieldOwner(applier), client.ForceOwnership}
-		if dryRun {
-			opts = append(opts, client.DryRunAll)
 		}
 		if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), opts...); err != nil {
 			t.Errorf("applying %s %s/%s (dry run %v): %v", o.GetKind(), o.GetNamespace(), o.GetName(), dryRun, err)
@@ -254,22 +273,8 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 		node := c.Status.Placement.Node
 		// The administrator names the RT uplinks in the manager's namespace; the agent, in
 		// its own, reads them at its start with its Role there.
-		networks := &corev1.ConfigMap{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: systemNS, Name: isov1.NetworksConfigMap}, networks); err != nil {
-			t.Fatal(err)
-		}
-		before := networks.DeepCopy()
-		networks.Data[isov1.NetworksRTUplinks] = "br-rt"
-		if err := env.Client.Patch(ctx, networks, client.MergeFrom(before)); err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			named := networks.DeepCopy()
-			networks.Data = before.Data
-			if err := env.Client.Patch(ctx, networks, client.MergeFrom(named)); err != nil {
-				t.Error(err)
-			}
-		}()
+		setSettings(t, isov1.NetworksConfigMap, map[string]any{isov1.NetworksRTUplinks: "br-rt"})
+		defer setSettings(t, isov1.NetworksConfigMap, map[string]any{isov1.NetworksRTUplinks: nil})
 		log := &binary.Log{}
 		stopAgent := startBinary(t, "nic-agent", log, "--kubeconfig", agentKubeconfig(t, node),
 			"--node-name", node, "--health-probe-bind-address", binary.FreePort(t))
@@ -332,15 +337,7 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 		mine.Spec.Placement.Tolerations = []corev1.Toleration{{Key: "bms.example.com/dedicated", Operator: corev1.TolerationOpExists}}
 		mine.Spec.Placement.NodeSelector = map[string]string{"pool": "other"}
 		// The administrator lets bms tolerate its own taint, and keeps it to its pool.
-		cm := &corev1.ConfigMap{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: systemNS, Name: isov1.NodeAccessConfigMap}, cm); err != nil {
-			t.Fatal(err)
-		}
-		cm.Data["tolerations.bms"] = "bms.example.com/dedicated"
-		cm.Data["nodeSelector.bms"] = "pool=bms"
-		if err := env.Client.Update(ctx, cm); err != nil {
-			t.Fatal(err)
-		}
+		setSettings(t, isov1.NodeAccessConfigMap, map[string]any{"tolerations.bms": "bms.example.com/dedicated", "nodeSelector.bms": "pool=bms"})
 		waitFor(t, "the admission policy to refuse a node selector against the namespace's", func() (bool, string) {
 			err := env.Client.Create(ctx, mine.DeepCopy(), client.DryRunAll)
 			return err != nil && strings.Contains(err.Error(), "spec.placement.nodeSelector: namespace bms's crawlers run only on nodes labelled pool=bms"), fmt.Sprint(err)
@@ -352,11 +349,7 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 		if err := env.Client.Create(ctx, greedy.DeepCopy(), client.DryRunAll); err == nil {
 			t.Error("a toleration of every taint, with bms allowed one key: admitted; want refused")
 		}
-		delete(cm.Data, "tolerations.bms")
-		delete(cm.Data, "nodeSelector.bms")
-		if err := env.Client.Update(ctx, cm); err != nil {
-			t.Fatal(err)
-		}
+		setSettings(t, isov1.NodeAccessConfigMap, map[string]any{"tolerations.bms": nil, "nodeSelector.bms": nil})
 	})
 
 	t.Run("RT networks of other namespaces are refused at admission unless shared", func(t *testing.T) {
@@ -379,14 +372,7 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 				strings.Contains(err.Error(), "shares (none)"), fmt.Sprint(err)
 		})
 		// The administrator shares tenant-b's networks.
-		cm := &corev1.ConfigMap{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: systemNS, Name: "isochron-networks"}, cm); err != nil {
-			t.Fatal(err)
-		}
-		cm.Data["sharedNamespaces"] = "rt-shared, tenant-b"
-		if err := env.Client.Update(ctx, cm); err != nil {
-			t.Fatal(err)
-		}
+		setSettings(t, isov1.NetworksConfigMap, map[string]any{isov1.NetworksSharedNamespaces: "rt-shared, tenant-b"})
 		waitFor(t, "the admission policy to admit a shared namespace's network", func() (bool, string) {
 			err := env.Client.Create(ctx, other.DeepCopy(), client.DryRunAll)
 			return err == nil, fmt.Sprint(err)
@@ -398,10 +384,7 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 		if err := env.Client.Create(ctx, kept); err != nil {
 			t.Fatal(err)
 		}
-		cm.Data["sharedNamespaces"] = ""
-		if err := env.Client.Update(ctx, cm); err != nil {
-			t.Fatal(err)
-		}
+		setSettings(t, isov1.NetworksConfigMap, map[string]any{isov1.NetworksSharedNamespaces: nil})
 		waitFor(t, "the admission policy to refuse tenant-b/rt-net again", func() (bool, string) {
 			err := env.Client.Create(ctx, other.DeepCopy(), client.DryRunAll)
 			return err != nil, fmt.Sprint(err)
@@ -573,6 +556,21 @@ func versions(t *testing.T, objs []*unstructured.Unstructured) map[string]string
 		out[o.GetKind()+" "+o.GetNamespace()+"/"+o.GetName()] = v
 	}
 	return out
+}
+
+// setSettings changes keys of the administrator's settings ConfigMap name, in isochron's
+// namespace, as kubectl edit or kubectl patch does (an update, field manager admin); a nil
+// value removes its key. The ConfigMaps ship without keys (config/manager).
+func setSettings(t *testing.T, name string, keys map[string]any) {
+	t.Helper()
+	patch, err := json.Marshal(map[string]any{"data": keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: systemNS, Name: name}}
+	if err := env.Client.Patch(context.Background(), cm, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(admin)); err != nil {
+		t.Fatalf("the administrator's change of ConfigMap %s: %v", name, err)
+	}
 }
 
 // nodes registers the demo's RT nodes, as their kubelets would.
