@@ -2,8 +2,9 @@
 // `config/default` (built by the pinned kustomize) and `config/samples` pass a
 // server-side dry-run and are installed; the manager binary runs with the
 // ServiceAccount and RBAC of config/default (so a missing permission fails here); its
-// metrics endpoint answers an authorised scrape and refuses others; and re-applying the
-// samples after the operator reconciled them changes nothing (no drift for GitOps).
+// metrics endpoint answers an authorised scrape and refuses others; re-applying the
+// samples after the operator reconciled them changes nothing (no drift for GitOps); and
+// re-applying config/default as an upgrade does keeps the administrator's settings.
 package deploy
 
 import (
@@ -181,6 +182,18 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 	limit := deploymentMemoryLimit(t, def)
 	t.Setenv("GOMEMLIMIT", "")
 	t.Setenv(memlimit.EnvVar, strconv.FormatInt(limit, 10))
+	// Its settings as the kubelet hands them over from the ConfigMaps, which the install
+	// leaves without keys: none set, so each flag has its default.
+	vars, set := settingsEnv(t, def)
+	if len(set) > 0 {
+		t.Errorf("a fresh install sets the manager's %v: config/manager ships the settings ConfigMaps without keys, so that an upgrade owns none", set)
+	}
+	for _, v := range vars {
+		t.Setenv(v, set[v])
+		if _, ok := set[v]; !ok {
+			_ = os.Unsetenv(v)
+		}
+	}
 	stop := startManager(t, kubeconfig, "--probe-image="+probeImage)
 	defer stop()
 	soft, _ := memlimit.Soft(strconv.FormatInt(limit, 10))
@@ -503,6 +516,43 @@ func TestInstallRunScrapeReapply(t *testing.T) {
 		}
 	})
 
+	t.Run("an upgrade keeps the administrator's settings", func(t *testing.T) {
+		// The administrator names an RT uplink, shares a namespace's networks and lets
+		// every namespace tolerate a taint, with kubectl edit.
+		settings := map[string]map[string]any{
+			isov1.NetworksConfigMap:   {isov1.NetworksRTUplinks: "eth1", isov1.NetworksSharedNamespaces: "rt-shared"},
+			isov1.NodeAccessConfigMap: {"tolerations": "example.com/rt"},
+		}
+		for name, keys := range settings {
+			setSettings(t, name, keys)
+			defer func() {
+				unset := map[string]any{}
+				for k := range keys {
+					unset[k] = nil
+				}
+				setSettings(t, name, unset)
+			}()
+		}
+		// The next release, applied as the install was and without --force-conflicts: a
+		// key it set would conflict with the administrator's (and, forced, reset it).
+		upgrade(t, def)
+		for name, keys := range settings {
+			cm := &corev1.ConfigMap{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: systemNS, Name: name}, cm); err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range keys {
+				if got, ok := cm.Data[k]; !ok || got != v {
+					t.Errorf("ConfigMap %s, key %s after the upgrade: %q (set: %v), want the administrator's %q", name, k, got, ok, v)
+				}
+			}
+		}
+		// The manager's next start reads them.
+		if _, set := settingsEnv(t, def); set[isov1.EnvRTUplinks] != "eth1" || set[isov1.EnvSharedNetworkNamespaces] != "rt-shared" {
+			t.Errorf("the manager's environment after the upgrade: %v, want %s=eth1 and %s=rt-shared", set, isov1.EnvRTUplinks, isov1.EnvSharedNetworkNamespaces)
+		}
+	})
+
 	t.Run("re-applying the samples changes nothing", func(t *testing.T) {
 		before := versions(t, samples)
 		apply(t, samples, false)
@@ -660,9 +710,8 @@ func deploymentArg(t *testing.T, objs []*unstructured.Unstructured, prefix strin
 	return ""
 }
 
-// deploymentMemoryLimit is the manager Deployment's memory limit in bytes, which its
-// container must be handed in memlimit.EnvVar (resourceFieldRef limits.memory).
-func deploymentMemoryLimit(t *testing.T, objs []*unstructured.Unstructured) int64 {
+// managerContainer is the manager's container in its Deployment in objs.
+func managerContainer(t *testing.T, objs []*unstructured.Unstructured) corev1.Container {
 	t.Helper()
 	for _, o := range objs {
 		if o.GetKind() != "Deployment" || o.GetName() != managerSA {
@@ -672,27 +721,68 @@ func deploymentMemoryLimit(t *testing.T, objs []*unstructured.Unstructured) int6
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, dep); err != nil {
 			t.Fatal(err)
 		}
-		c := dep.Spec.Template.Spec.Containers[0]
-		handed := false
-		for _, e := range c.Env {
-			if e.Name == memlimit.EnvVar && e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil && e.ValueFrom.ResourceFieldRef.Resource == "limits.memory" {
-				handed = true
-			}
-			if e.Name == "GOMEMLIMIT" {
-				t.Errorf("the manager's Deployment sets GOMEMLIMIT=%s: a fixed figure does not follow its memory limit", e.Value)
-			}
-		}
-		if !handed {
-			t.Errorf("the manager's Deployment does not hand its container's limits.memory in %s", memlimit.EnvVar)
-		}
-		q, ok := c.Resources.Limits[corev1.ResourceMemory]
-		if !ok {
-			t.Fatal("the manager's Deployment has no memory limit")
-		}
-		return q.Value()
+		return dep.Spec.Template.Spec.Containers[0]
 	}
 	t.Fatalf("no Deployment %s", managerSA)
-	return 0
+	return corev1.Container{}
+}
+
+// deploymentMemoryLimit is the manager Deployment's memory limit in bytes, which its
+// container must be handed in memlimit.EnvVar (resourceFieldRef limits.memory).
+func deploymentMemoryLimit(t *testing.T, objs []*unstructured.Unstructured) int64 {
+	t.Helper()
+	c := managerContainer(t, objs)
+	handed := false
+	for _, e := range c.Env {
+		if e.Name == memlimit.EnvVar && e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil && e.ValueFrom.ResourceFieldRef.Resource == "limits.memory" {
+			handed = true
+		}
+		if e.Name == "GOMEMLIMIT" {
+			t.Errorf("the manager's Deployment sets GOMEMLIMIT=%s: a fixed figure does not follow its memory limit", e.Value)
+		}
+	}
+	if !handed {
+		t.Errorf("the manager's Deployment does not hand its container's limits.memory in %s", memlimit.EnvVar)
+	}
+	q, ok := c.Resources.Limits[corev1.ResourceMemory]
+	if !ok {
+		t.Fatal("the manager's Deployment has no memory limit")
+	}
+	return q.Value()
+}
+
+// settingsEnv is the manager's environment from ConfigMaps as the kubelet fills it from
+// its Deployment in objs and the live ConfigMaps in isochron's namespace: vars are the
+// variables of its configMapKeyRefs, set those whose key is there, with its value; the
+// others are unset. A key missing from a reference not optional is an error (the kubelet
+// would not start the container), and so is an argument that refers to a variable
+// (Kubernetes passes an unset variable's $(VAR) literally).
+func settingsEnv(t *testing.T, objs []*unstructured.Unstructured) (vars []string, set map[string]string) {
+	t.Helper()
+	c := managerContainer(t, objs)
+	for _, a := range c.Args {
+		if strings.Contains(a, "$(") {
+			t.Errorf("the manager's argument %s refers to a variable, which is unset while its ConfigMap key is: Kubernetes then passes it literally", a)
+		}
+	}
+	set = map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom == nil || e.ValueFrom.ConfigMapKeyRef == nil {
+			continue
+		}
+		ref := e.ValueFrom.ConfigMapKeyRef
+		vars = append(vars, e.Name)
+		cm := &corev1.ConfigMap{}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: systemNS, Name: ref.Name}, cm); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		if v, ok := cm.Data[ref.Key]; ok {
+			set[e.Name] = v
+		} else if ref.Optional == nil || !*ref.Optional {
+			t.Errorf("the manager's %s: key %s of ConfigMap %s is not set, and the reference is not optional: the kubelet would not start the manager", e.Name, ref.Key, ref.Name)
+		}
+	}
+	return vars, set
 }
 
 // startBinary builds ./cmd/<name> as the image ships it and runs it with args, its
