@@ -14,6 +14,9 @@ KUSTOMIZE_VERSION ?= v5.7.1
 # the prometheus-operator API module in go.mod (its CRDs: make prometheus-operator-crds).
 PROMETHEUS_VERSION ?= v0.309.1
 PROMETHEUS_OPERATOR_VERSION ?= v0.95.2
+# Helm: the library hack/release renders and lints the chart with (its go.mod) and the CLI
+# the local cluster installs it with (hack/tools/helm/go.mod), both this version.
+HELM_VERSION ?= v3.22.0
 # Linters (make lint): golangci-lint and kube-api-linter, which publishes no releases
 # (a pseudo-version), both pinned by the module hack/tools/golangci-lint.
 GOLANGCI_LINT_VERSION ?= v2.15.0

@@ -238,20 +238,9 @@ func deploy(ctx context.Context) error {
 		return err
 	}
 	// The undeploy before (make e2e-local-multi runs the suite in steps; an uninstall
-	// test) may still be deleting isochron's namespaces: nothing can be created in one
-	// until it is gone.
-	for _, name := range []string{operatorNS, nicAgentNS} {
-		if err := poll(ctx, 5*time.Minute, func() (bool, string, error) {
-			ns := &corev1.Namespace{}
-			if err := cl.Get(ctx, client.ObjectKey{Name: name}, ns); apierrors.IsNotFound(err) {
-				return true, "", nil
-			} else if err != nil {
-				return false, "", err
-			}
-			return ns.DeletionTimestamp.IsZero(), fmt.Sprintf("namespace %s is being deleted (%s)", name, ns.Status.Phase), nil
-		}); err != nil {
-			return fmt.Errorf("waiting for namespace %s: %w", name, err)
-		}
+	// test) may still be deleting isochron's namespaces.
+	if err := waitNamespaces(ctx); err != nil {
+		return err
 	}
 	for _, o := range objs {
 		if err := cl.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), fieldOwner, client.ForceOwnership); err != nil {
@@ -282,6 +271,25 @@ func deploy(ctx context.Context) error {
 		}
 		return true, "", nil
 	})
+}
+
+// waitNamespaces waits until neither of isochron's namespaces is being deleted: nothing
+// can be created in one until it is gone.
+func waitNamespaces(ctx context.Context) error {
+	for _, name := range []string{operatorNS, nicAgentNS} {
+		if err := poll(ctx, 5*time.Minute, func() (bool, string, error) {
+			ns := &corev1.Namespace{}
+			if err := cl.Get(ctx, client.ObjectKey{Name: name}, ns); apierrors.IsNotFound(err) {
+				return true, "", nil
+			} else if err != nil {
+				return false, "", err
+			}
+			return ns.DeletionTimestamp.IsZero(), fmt.Sprintf("namespace %s is being deleted (%s)", name, ns.Status.Phase), nil
+		}); err != nil {
+			return fmt.Errorf("waiting for namespace %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // undeploy removes the operator after the suite as make undeploy does: its API and

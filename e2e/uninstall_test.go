@@ -48,19 +48,7 @@ func undeployKeepingCrawlers(ctx context.Context, t *testing.T) {
 			t.Fatalf("deleting %s %s: %v", objs[i].GetKind(), objs[i].GetName(), err)
 		}
 	}
-	waitFor(t, deleteTimeout, "the manager's and the NIC agents' pods gone", func() (bool, string, error) {
-		var left []string
-		for _, ns := range []string{operatorNS, nicAgentNS} {
-			pods := &corev1.PodList{}
-			if err := cl.List(ctx, pods, client.InNamespace(ns)); err != nil {
-				return false, "", err
-			}
-			for _, p := range pods.Items {
-				left = append(left, ns+"/"+p.Name)
-			}
-		}
-		return len(left) == 0, fmt.Sprintf("still there: %v", left), nil
-	})
+	waitOperatorGone(ctx, t)
 }
 
 // Removing isochron leaves every crawler running: its CrawlerVM, VM and VMI stay (KubeVirt

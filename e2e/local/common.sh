@@ -39,6 +39,11 @@ RT_BRIDGE=e2elocalrt
 RT_UPLINK=e2elocalrt-up
 RT_UPLINK_PEER=e2elocalrt-far
 SERVICE_CIDR=10.96.0.0/16
+# The registry the local node's containerd pulls a release from over plain HTTP
+# (make e2e-local-release pushes to it): the distribution project's registry
+# (hack/release/registry), storing under $STATE/registry; up.sh starts it.
+REGISTRY_BIN=${REGISTRY_BIN:-$repo/bin/registry}
+REGISTRY_ADDR=${E2E_LOCAL_REGISTRY:-127.0.0.1:5000}
 # The kubelet's root: KubeVirt's virt-handler mounts /var/lib/kubelet (pods, device
 # plugins, seccomp) from the host by that path, so the local cluster uses the standard one.
 KUBELET_ROOT=${E2E_LOCAL_KUBELET_ROOT:-/var/lib/kubelet}

@@ -43,6 +43,7 @@ stop kube-scheduler
 stop kube-controller-manager
 stop kube-apiserver
 stop etcd
+stop registry
 # Last, the node's PID namespace: its init going kills whatever is left inside.
 stop pidns
 

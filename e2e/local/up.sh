@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Brings up a one-node Kubernetes cluster on this machine from binaries built from Go
-# modules (bin/k8s/<version>) and Debian's containerd, runc and CNI plugins, with no
-# image pull: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy
+# modules (bin/k8s/<version>) and Debian's containerd, runc and CNI plugins, pulling
+# images from nowhere but the registry it starts here ($REGISTRY_ADDR): etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy
 # (iptables mode), containerd and a kubelet with the static CPU Manager (reservedSystemCPUs "0"); Multus' thin plugin
 # ($MULTUS_BIN, make e2e-local-multus) is the CNI, delegating to a bridge; whereabouts
 # ($WHEREABOUTS_BIN, make e2e-local-whereabouts) gives secondary networks cluster-wide
@@ -26,6 +26,7 @@ done
 [[ -n ${WHEREABOUTS_CRDS:-} ]] || die "WHEREABOUTS_CRDS is not set: run make e2e-local-up, which passes whereabouts' CRDs from its module"
 for crd in $WHEREABOUTS_CRDS; do [[ -f $crd ]] || die "whereabouts' CRD $crd is missing"; done
 [[ -x $PAUSE_BIN ]] || die "$PAUSE_BIN is missing: make e2e-local-images"
+[[ -x $REGISTRY_BIN ]] || die "$REGISTRY_BIN is missing: make e2e-local-registry"
 
 mkdir -p "$RUN" "$LOGS" "$STATE/containerd" "$STATE/cni/net.d" "$STATE/cni/bin" "$STATE/manifests"
 # The network namespaces there before this bring-up: down.sh deletes only the pods' ones
@@ -137,7 +138,21 @@ state = "$STATE/containerd/state"
   path = "$STATE/containerd/opt"
 TOML
   cri_config false "$STATE/cni/bin" "$STATE/cni/net.d"
+  cat <<TOML
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$STATE/containerd/certs.d"
+TOML
 } >"$STATE/containerd/config.toml"
+# The local registry, which containerd reaches over plain HTTP (hosts.toml), as a node
+# reaches a release's registry; nothing else is reachable from here.
+mkdir -p "$STATE/containerd/certs.d/$REGISTRY_ADDR" "$STATE/registry"
+cat >"$STATE/containerd/certs.d/$REGISTRY_ADDR/hosts.toml" <<TOML
+server = "http://$REGISTRY_ADDR"
+[host."http://$REGISTRY_ADDR"]
+  capabilities = ["pull", "resolve"]
+TOML
+start registry "$REGISTRY_BIN" -addr "$REGISTRY_ADDR" -root "$STATE/registry"
+wait_for registry 30 curl -fsS "http://$REGISTRY_ADDR/v2/"
 # CNI: Multus' thin plugin (built from its Go module into $MULTUS_BIN, docs/e2e.md) is
 # the node's only network config; it delegates the pods' default network to the bridge
 # e2elocal0 and adds the networks of a pod's k8s.v1.cni.cncf.io/networks annotation

@@ -168,30 +168,43 @@ e2e-local-kubevirt-images: e2e-local-prereqs e2e-local-kubevirt-bins $(E2E_KUBEV
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(LOCALBIN)/e2e-guest-init ./e2e/guest
 	e2e/guest/image.sh $(E2E_GUEST_IMG) $(LOCALBIN)/e2e-guest-init $(E2E_LOCAL_IMAGES)/e2e-guest.tar $(LOCALBIN)/e2e-guest
 
+# The registry the local cluster pulls releases from over plain HTTP (e2e/local/up.sh
+# starts it; e2e/local/common.sh REGISTRY_ADDR), the distribution project's
+# (hack/release/registry).
+E2E_LOCAL_REGISTRY ?= 127.0.0.1:5000
+E2E_LOCAL_REGISTRY_BIN ?= $(LOCALBIN)/registry
+
+.PHONY: e2e-local-registry
+e2e-local-registry: ## Build the registry the local cluster pulls releases from (the distribution project's registry, hack/release/registry) into bin/.
+	cd hack/release && CGO_ENABLED=0 $(GO) build -trimpath -o $(abspath $(E2E_LOCAL_REGISTRY_BIN)) ./registry
+
 .PHONY: e2e-local-up
-e2e-local-up: e2e-local-prereqs e2e-local-bins e2e-local-images $(E2E_LOCAL_MULTUS) $(E2E_LOCAL_WHEREABOUTS) e2e-local-kubevirt-images ## Start etcd, API server, controller-manager, scheduler, kube-proxy, containerd (Multus as CNI, whereabouts as IPAM), a kubelet (static CPU Manager) and KubeVirt here; run e2e-local-check.
+e2e-local-up: e2e-local-prereqs e2e-local-bins e2e-local-images e2e-local-registry $(E2E_LOCAL_MULTUS) $(E2E_LOCAL_WHEREABOUTS) e2e-local-kubevirt-images ## Start etcd, API server, controller-manager, scheduler, kube-proxy, containerd (Multus as CNI, whereabouts as IPAM), a kubelet (static CPU Manager), a registry and KubeVirt here; run e2e-local-check.
 	wa=$$(cd e2e/local/modules/whereabouts && $(GO) mod download $(WHEREABOUTS_MODULE) && $(GO) list -m -f '{{.Dir}}' $(WHEREABOUTS_MODULE)); \
 	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) MULTUS_BIN=$(abspath $(E2E_LOCAL_MULTUS)) \
 		WHEREABOUTS_BIN=$(abspath $(E2E_LOCAL_WHEREABOUTS)) \
 		WHEREABOUTS_CRDS="$$wa/doc/crds/whereabouts.cni.cncf.io_ippools.yaml $$wa/doc/crds/whereabouts.cni.cncf.io_overlappingrangeipreservations.yaml" \
 		IMAGE_ARCHIVES="$(E2E_LOCAL_IMAGES)/pause.tar $(E2E_LOCAL_IMAGES)/rtprobe.tar $(E2E_LOCAL_IMAGES)/manager.tar $(E2E_LOCAL_IMAGES)/nic-agent.tar" \
+		REGISTRY_BIN=$(abspath $(E2E_LOCAL_REGISTRY_BIN)) E2E_LOCAL_REGISTRY=$(E2E_LOCAL_REGISTRY) \
 		e2e/local/up.sh
 	$(MAKE) e2e-local-check
 	KUBE_VERSION=$(KUBE_VERSION) E2E_LOCAL_STATE=$(E2E_LOCAL_STATE) KUBEVIRT_MANIFEST=$(E2E_KUBEVIRT_BIN)/kubevirt-operator.yaml \
 		KUBEVIRT_ARCHIVES="$(E2E_KUBEVIRT_ARCHIVES)" e2e/local/up-kubevirt.sh
-	$(MAKE) e2e-local-upgrade-images
 
-# Another build to upgrade to (TestUpgradeToAnotherBuildRestartsNoVM): this build's
-# images under the tag $(E2E_UPGRADE_VERSION), in the local node's containerd.
+# Two releases in the local registry, as a platform engineer gets them (make docker-push
+# build-installer helm-chart): this build (VERSION), and a rebuild of it that reports
+# another version (E2E_UPGRADE_VERSION: other binaries, other digests), the upgrade's
+# target. Each in its own directory: install.yaml, monitoring.yaml, digests.txt and
+# chart/isochron (TestReleaseInstallsUpgradesAndUninstallsFromTheRegistry).
+E2E_RELEASE_DIR ?= $(LOCALBIN)/e2e-release
 E2E_UPGRADE_VERSION = $(VERSION)-upgrade
-E2E_UPGRADE_IMAGES = $(subst :$(VERSION),:$(E2E_UPGRADE_VERSION),$(IMG) $(NIC_AGENT_IMG) $(PROBE_IMG))
 
-.PHONY: e2e-local-upgrade-images
-e2e-local-upgrade-images: ## Tag the images of this build as another build's (tag VERSION-upgrade) in the running local cluster, for the upgrade test (e2e-local-up does).
-	for img in $(IMG) $(NIC_AGENT_IMG) $(PROBE_IMG); do \
-		ctr --address $(E2E_LOCAL_STATE)/containerd/containerd.sock --namespace k8s.io images tag --force \
-			docker.io/$$img docker.io/$${img%:*}:$(E2E_UPGRADE_VERSION); \
-	done
+.PHONY: e2e-local-release
+e2e-local-release: $(HELM) ## Push this build (VERSION) and a rebuild of it (VERSION-upgrade) as two releases to the running local cluster's registry; their manifests and charts in bin/e2e-release/{release,upgrade}.
+	$(MAKE) docker-push build-installer helm-chart REGISTRY=$(E2E_LOCAL_REGISTRY)/isochron \
+		DIST=$(E2E_RELEASE_DIR)/release RELEASE_BIN=$(E2E_RELEASE_DIR)/bin
+	$(MAKE) docker-push build-installer helm-chart REGISTRY=$(E2E_LOCAL_REGISTRY)/isochron VERSION=$(E2E_UPGRADE_VERSION) \
+		DIST=$(E2E_RELEASE_DIR)/upgrade RELEASE_BIN=$(E2E_RELEASE_DIR)/bin
 
 # The local node has 2 CPUs, one reserved: the probe pod gets a fraction of the shared
 # pool instead of an exclusive CPU (the manager's --probe-cpu).
@@ -204,12 +217,15 @@ E2E_LOCAL_RT_UPLINK = $(shell sed -n 's/^RT_UPLINK=//p' e2e/local/common.sh)
 e2e-local: e2e-local-prereqs ## Bring up the local cluster from scratch (all stages; e2e-local-down PURGE=1 first) and run the e2e suite on it.
 	$(MAKE) e2e-local-down PURGE=1
 	$(MAKE) e2e-local-up
-	$(E2E_LOCAL_ENV) $(MAKE) e2e E2E_GUEST_IMAGE=$(E2E_GUEST_IMG)
+	$(MAKE) e2e-local-release
+	$(E2E_LOCAL_ENV) $(E2E_LOCAL_RELEASE_ENV) $(MAKE) e2e E2E_GUEST_IMAGE=$(E2E_GUEST_IMG)
 
 # The suite on the local cluster's own node (this machine's kernel).
 E2E_LOCAL_ENV = KUBECONFIG=$(E2E_LOCAL_STATE)/admin.kubeconfig E2E_PROBE_CPU=$(E2E_LOCAL_PROBE_CPU) E2E_GUEST_RUNS_AGENT=1 \
-	E2E_RT_UPLINK=$(E2E_LOCAL_RT_UPLINK) E2E_UPGRADE_IMG=$(word 1,$(E2E_UPGRADE_IMAGES)) \
-	E2E_UPGRADE_NIC_AGENT_IMG=$(word 2,$(E2E_UPGRADE_IMAGES)) E2E_UPGRADE_PROBE_IMG=$(word 3,$(E2E_UPGRADE_IMAGES))
+	E2E_RT_UPLINK=$(E2E_LOCAL_RT_UPLINK)
+# The releases of make e2e-local-release, installed with kubectl and helm: only on the
+# local node, which reaches the registry on its loopback address (the node VMs do not).
+E2E_LOCAL_RELEASE_ENV = E2E_RELEASE=$(E2E_RELEASE_DIR)/release E2E_RELEASE_UPGRADE=$(E2E_RELEASE_DIR)/upgrade E2E_HELM=$(abspath $(HELM))
 
 # Worker nodes that are VMs (e2e/local/nodes-up.sh; docs/e2e.md, "Nodes that are VMs"):
 # Debian E2E_NODE_SUITE booted by systemd under QEMU's software emulation, joined to the

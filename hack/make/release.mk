@@ -72,3 +72,21 @@ test-chart: $(KUSTOMIZE) ## Check that the Helm chart (make helm-chart), rendere
 .PHONY: test-release
 test-release: $(KUSTOMIZE) ## Push the release into a registry the test starts in-process (distribution, in memory), check each image index and build-installer's manifests (hack/release).
 	cd hack/release && $(GO) vet ./... && $(GO) test ./... -count=1 -timeout 30m $(RELEASE_TEST_FLAGS)
+
+# helm, the CLI, built from Helm's own Go module: the separate module hack/tools/helm pins
+# it (hack/release pins the same version of the library, which make test-chart uses).
+HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
+
+.PHONY: helm
+helm: $(HELM) ## Build helm (the CLI) from Helm's Go module (hack/tools/helm) into bin/.
+
+$(HELM):
+	@for m in hack/tools/helm hack/release; do \
+		v=$$(cd $$m && $(GO) list -m -f '{{.Version}}' helm.sh/helm/v3); \
+		if [ "$$v" != "$(HELM_VERSION)" ]; then \
+			echo "$$m/go.mod pins helm.sh/helm/v3 $$v but HELM_VERSION=$(HELM_VERSION); bump one of them" >&2; \
+			exit 1; \
+		fi; \
+	done
+	cd hack/tools/helm && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)" \
+		-o $(abspath $@) helm.sh/helm/v3/cmd/helm
