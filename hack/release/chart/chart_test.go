@@ -163,6 +163,7 @@ func TestValuesLandWhereTheyShould(t *testing.T) {
 	values := map[string]any{
 		"image":            map[string]any{"registry": "mirror.example/isochron", "tag": "v9.9.9"},
 		"imagePullSecrets": []any{map[string]any{"name": "pull"}},
+		"manager":          map[string]any{"extraArgs": []any{"--probe-image-pull-secret=pull", "--probe-cpu=500m"}},
 		"nicAgent":         map[string]any{"nodeSelector": map[string]any{"kubevirt.io/cpumanager": nil, "rt.example/nic": "yes"}},
 		"monitoring": map[string]any{
 			"enabled":                  true,
@@ -176,6 +177,7 @@ func TestValuesLandWhereTheyShould(t *testing.T) {
 		t.Fatalf("no manager Deployment or NIC agent DaemonSet among %v", keys(objs))
 	}
 	pullSecrets := []any{obj{"name": "pull"}}
+	managerArgs := dig(manager, "spec", "template", "spec", "containers", 0, "args").([]any)
 	for what, tc := range map[string]struct {
 		got, want any
 	}{
@@ -184,8 +186,12 @@ func TestValuesLandWhereTheyShould(t *testing.T) {
 			want: "mirror.example/isochron/manager:v9.9.9",
 		},
 		"manager --probe-image": {
-			got:  slices.Contains(dig(manager, "spec", "template", "spec", "containers", 0, "args").([]any), any("--probe-image=mirror.example/isochron/rtprobe:v9.9.9")),
+			got:  slices.Contains(managerArgs, any("--probe-image=mirror.example/isochron/rtprobe:v9.9.9")),
 			want: true,
+		},
+		"manager extraArgs after config/'s": {
+			got:  managerArgs[len(managerArgs)-2:],
+			want: []any{"--probe-image-pull-secret=pull", "--probe-cpu=500m"},
 		},
 		"NIC agent image": {
 			got:  dig(agent, "spec", "template", "spec", "containers", 0, "image"),

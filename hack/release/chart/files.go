@@ -56,8 +56,15 @@ image:
 # their images with, [{name: ...}]; each must exist in isochron-system and in
 # isochron-nic-agent. The pods the manager creates in the crawlers' namespaces (its probe
 # Jobs, and KubeVirt's pull of each crawler's agent disk) pull the rtprobe image with the
-# manager's --probe-image-pull-secret, which no value sets yet (docs/operations.md).
+# manager's --probe-image-pull-secret (manager.extraArgs; docs/operations.md).
 imagePullSecrets: []
+
+manager:
+  # Flags added to the manager's (docs/operations.md, "Flags"), e.g.
+  # [--probe-image-pull-secret=regcred] for a private registry, [--probe-cpu=500m] on
+  # small nodes. Not --probe-image: image.* sets it, and the admission policy
+  # isochron-manager-probe-image holds the manager's probe Jobs to it.
+  extraArgs: []
 
 nicAgent:
   # The nodes the NIC agent runs on: the RT nodes (config/nic-agent). Helm merges maps:

@@ -108,6 +108,7 @@ type generator struct {
 	// prometheusSA is the ServiceAccount config/monitoring binds, namespace/name.
 	prometheusSA string
 	podSpecs     int // pod templates given imagePullSecrets
+	extraArgs    int // containers given manager.extraArgs
 }
 
 // placeholder is either an action that replaces the placeholder in its line (inline),
@@ -241,8 +242,8 @@ func (g *generator) podSpec(kind, name string, spec *yaml.Node) error {
 			indent + fmt.Sprintf("  {{- toYaml . | nindent %d }}\n", len(indent)+2) +
 			indent + "{{- end }}"
 	}}))
-	if kind != "DaemonSet" {
-		return nil
+	if kind == "Deployment" {
+		return g.managerArgs(name, spec)
 	}
 	if g.nodeSelector != nil {
 		return fmt.Errorf("DaemonSet %s: config/default has two DaemonSets, the chart's nicAgent.nodeSelector is the NIC agent's", name)
@@ -254,6 +255,32 @@ func (g *generator) podSpec(kind, name string, spec *yaml.Node) error {
 	set(spec, "nodeSelector", g.placeholder(placeholder{block: func(indent string) string {
 		return indent + "nodeSelector:\n" +
 			indent + fmt.Sprintf("  {{- toYaml .Values.nicAgent.nodeSelector | nindent %d }}", len(indent)+2)
+	}}))
+	return nil
+}
+
+// managerArgs appends the values' manager.extraArgs to the arguments of the container
+// manager of config/default's Deployment (the manager's).
+func (g *generator) managerArgs(name string, spec *yaml.Node) error {
+	var args *yaml.Node
+	if cs := get(spec, "containers"); cs != nil {
+		for _, c := range cs.Content {
+			if str(get(c, "name")) == "manager" {
+				args = get(c, "args")
+			}
+		}
+	}
+	if args == nil || args.Kind != yaml.SequenceNode {
+		return fmt.Errorf("Deployment %s has no container manager with args for the chart's manager.extraArgs", name)
+	}
+	if g.extraArgs != 0 {
+		return fmt.Errorf("Deployment %s: config/default has two Deployments, the chart's manager.extraArgs is the manager's", name)
+	}
+	g.extraArgs++
+	args.Content = append(args.Content, g.placeholder(placeholder{block: func(indent string) string {
+		return indent + "{{- with .Values.manager.extraArgs }}\n" +
+			indent + fmt.Sprintf("{{- toYaml . | nindent %d }}\n", len(indent)) +
+			indent + "{{- end }}"
 	}}))
 	return nil
 }
@@ -280,7 +307,8 @@ func (g *generator) prometheusSubjects(name string, subjects *yaml.Node) error {
 }
 
 // check fails on what the chart would get wrong: images that are not the release's,
-// images of the release the chart never names, and a missing NIC agent or Prometheus.
+// images of the release the chart never names, and a missing manager, NIC agent or
+// Prometheus.
 func (g *generator) check() error {
 	var errs []error
 	if len(g.unknown) > 0 {
@@ -298,6 +326,9 @@ func (g *generator) check() error {
 	}
 	if g.nodeSelector == nil {
 		errs = append(errs, errors.New("config/default has no DaemonSet (the NIC agent's) for nicAgent.nodeSelector"))
+	}
+	if g.extraArgs == 0 {
+		errs = append(errs, errors.New("config/default has no Deployment (the manager's) for manager.extraArgs"))
 	}
 	if g.prometheusSA == "" {
 		errs = append(errs, errors.New("config/monitoring binds no ServiceAccount (Prometheus') for monitoring.prometheusServiceAccount"))
