@@ -200,7 +200,7 @@ E2E_RELEASE_DIR ?= $(LOCALBIN)/e2e-release
 E2E_UPGRADE_VERSION = $(VERSION)-upgrade
 
 .PHONY: e2e-local-release
-e2e-local-release: $(HELM) ## Push this build (VERSION) and a rebuild of it (VERSION-upgrade) as two releases to the running local cluster's registry; their manifests and charts in bin/e2e-release/{release,upgrade}.
+e2e-local-release: helm ## Push this build (VERSION) and a rebuild of it (VERSION-upgrade) as two releases to the running local cluster's registry; their manifests and charts in bin/e2e-release/{release,upgrade}.
 	$(MAKE) docker-push build-installer helm-chart REGISTRY=$(E2E_LOCAL_REGISTRY)/isochron \
 		DIST=$(E2E_RELEASE_DIR)/release RELEASE_BIN=$(E2E_RELEASE_DIR)/bin
 	$(MAKE) docker-push build-installer helm-chart REGISTRY=$(E2E_LOCAL_REGISTRY)/isochron VERSION=$(E2E_UPGRADE_VERSION) \
