@@ -4,10 +4,12 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -108,8 +110,11 @@ func TestReleaseInstallsUpgradesAndUninstallsFromTheRegistry(t *testing.T) {
 		}
 	})
 
-	// Install.
-	command(t, kubectl, "apply", "--server-side", "-f", filepath.Join(from.dir, "install.yaml"))
+	// Install. The suite's install kept its API and settings under its own field manager
+	// (a cluster installed with make deploy or an earlier install.yaml has them under
+	// kubectl's, and needs no --force-conflicts).
+	waitNamespacesGone(ctx, t)
+	command(t, kubectl, "apply", "--server-side", "--force-conflicts", "-k", withFlags(t, from))
 	waitForRelease(ctx, t, from)
 	ns := testNamespace(t)
 	cvm, vmi := runningShared(ctx, t, ns, "released")
@@ -126,7 +131,7 @@ func TestReleaseInstallsUpgradesAndUninstallsFromTheRegistry(t *testing.T) {
 
 	// Upgrade.
 	began := time.Now()
-	command(t, kubectl, "apply", "--server-side", "-f", filepath.Join(to.dir, "install.yaml"))
+	command(t, kubectl, "apply", "--server-side", "-k", withFlags(t, to))
 	waitForRelease(ctx, t, to)
 	t.Logf("upgraded from %s to %s in %s", from.version, to.version, time.Since(began).Round(time.Second))
 	kept.judgedAgain(ctx, t, "after the upgrade", 25*time.Second)
@@ -147,7 +152,8 @@ func TestReleaseInstallsUpgradesAndUninstallsFromTheRegistry(t *testing.T) {
 
 	// Install again, with the chart: Helm takes over what the kubectl install kept.
 	waitNamespacesGone(ctx, t)
-	command(t, helm, "install", "isochron", filepath.Join(to.dir, "chart", "isochron"), "--namespace", "default", "--take-ownership")
+	command(t, helm, "install", "isochron", filepath.Join(to.dir, "chart", "isochron"), "--namespace", "default", "--take-ownership",
+		"--set-json", "manager.extraArgs="+jsonList(managerFlags()))
 	waitForRelease(ctx, t, to)
 	kept.judgedAgain(ctx, t, "under the chart", 20*time.Second)
 	kept.check(ctx, t, "after the chart's install")
@@ -156,6 +162,48 @@ func TestReleaseInstallsUpgradesAndUninstallsFromTheRegistry(t *testing.T) {
 	command(t, helm, "uninstall", "isochron", "--namespace", "default", "--wait")
 	waitOperatorGone(ctx, t)
 	kept.check(ctx, t, "after helm uninstall")
+}
+
+// managerFlags are the flags this cluster's manager needs besides a release's: the
+// suite's --probe-cpu (a probe pod on the local node cannot have a whole CPU).
+func managerFlags() []string {
+	if probeCPU == "" {
+		return nil
+	}
+	return []string{"--probe-cpu=" + probeCPU}
+}
+
+func jsonList(items []string) string {
+	out, err := json.Marshal(append([]string{}, items...))
+	if err != nil {
+		panic(err)
+	}
+	return string(out)
+}
+
+// withFlags returns a kustomization of r's install.yaml that adds managerFlags to the
+// manager's arguments, as a platform engineer sets the manager's flags with a release's
+// install.yaml (docs/operations.md, "From a release").
+func withFlags(t *testing.T, r release) string {
+	t.Helper()
+	dir := t.TempDir()
+	install, err := os.ReadFile(filepath.Join(r.dir, "install.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kustomization := "resources:\n- install.yaml\n"
+	if flags := managerFlags(); len(flags) > 0 {
+		kustomization += "patches:\n- target: {kind: Deployment, name: " + operatorDep + "}\n  patch: |-\n"
+		for _, f := range flags {
+			kustomization += "    - {op: add, path: /spec/template/spec/containers/0/args/-, value: " + strconv.Quote(f) + "}\n"
+		}
+	}
+	for name, data := range map[string][]byte{"install.yaml": install, "kustomization.yaml": []byte(kustomization)} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
 
 // waitForRelease waits until the manager and every NIC agent run r's images, pulled by
@@ -183,11 +231,19 @@ func waitForRelease(ctx context.Context, t *testing.T, r release) {
 			if err := cl.List(ctx, pods, client.InNamespace(ns)); err != nil {
 				return false, "", err
 			}
+			// The image the pod names, and the one the kubelet pulled: its imageID is
+			// REGISTRY/NAME@DIGEST, the index it resolved in the registry.
+			repoTag, _, _ := strings.Cut(image, "@")
+			repo := repoTag[:strings.LastIndex(repoTag, ":")]
 			for _, p := range pods.Items {
+				for _, c := range p.Spec.Containers {
+					if c.Image != image {
+						return false, fmt.Sprintf("pod %s/%s container %s: image %s, want %s", ns, p.Name, c.Name, c.Image, image), nil
+					}
+				}
 				for _, c := range p.Status.ContainerStatuses {
-					// The kubelet reports the image it pulled by the digest it resolved.
-					if c.Image != image || !strings.HasSuffix(c.ImageID, "@"+digest(image)) || !c.Ready {
-						return false, fmt.Sprintf("pod %s/%s container %s: image %s (%s), ready %t; want %s", ns, p.Name, c.Name, c.Image, c.ImageID, c.Ready, image), nil
+					if c.ImageID != repo+"@"+digest(image) || !c.Ready {
+						return false, fmt.Sprintf("pod %s/%s container %s: pulled %q, ready %t; want %s@%s", ns, p.Name, c.Name, c.ImageID, c.Ready, repo, digest(image)), nil
 					}
 				}
 			}
