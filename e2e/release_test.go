@@ -82,9 +82,10 @@ func command(t *testing.T, name string, args ...string) string {
 // the registry it was pushed to (make e2e-local-release: this build, and a rebuild of it
 // that reports another version): install.yaml installs isochron and a crawler runs;
 // applying the next release's install.yaml upgrades it without restarting the crawler's
-// VM; deleting it (the API and settings kept) leaves the VM running; the next release's
+// VM; deleting it (the API and settings kept) leaves the VM running; the first release's
 // Helm chart installs isochron again, taking over what the kubectl install kept, and
-// adopts the VM without a restart; helm uninstall leaves it running too. At every step
+// adopts the VM without a restart; helm upgrade to the next release's chart restarts it
+// neither; helm uninstall leaves it running too. At every step
 // the crawler's VMI keeps its UID, gets no outage and no RestartRequired, and the
 // operator that runs is the release's build, from its image's digest.
 func TestReleaseInstallsUpgradesAndUninstallsFromTheRegistry(t *testing.T) {
@@ -150,13 +151,22 @@ func TestReleaseInstallsUpgradesAndUninstallsFromTheRegistry(t *testing.T) {
 	waitOperatorGone(ctx, t)
 	kept.check(ctx, t, "after the uninstall")
 
-	// Install again, with the chart: Helm takes over what the kubectl install kept.
+	// Install again, with the chart of the first release (a rollback): Helm takes over
+	// what the kubectl install kept.
 	waitNamespacesGone(ctx, t)
-	command(t, helm, "install", "isochron", filepath.Join(to.dir, "chart", "isochron"), "--namespace", "default", "--take-ownership",
+	command(t, helm, "install", "isochron", filepath.Join(from.dir, "chart", "isochron"), "--namespace", "default", "--take-ownership",
 		"--set-json", "manager.extraArgs="+jsonList(managerFlags()))
-	waitForRelease(ctx, t, to)
+	waitForRelease(ctx, t, from)
 	kept.judgedAgain(ctx, t, "under the chart", 20*time.Second)
 	kept.check(ctx, t, "after the chart's install")
+
+	// Upgrade the chart as docs/operations.md says: the new CRDs first (Helm never
+	// changes crds/), then helm upgrade with the values set before.
+	command(t, kubectl, "apply", "--server-side", "--force-conflicts", "-f", filepath.Join(to.dir, "chart", "isochron", "crds"))
+	command(t, helm, "upgrade", "isochron", filepath.Join(to.dir, "chart", "isochron"), "--namespace", "default", "--reset-then-reuse-values")
+	waitForRelease(ctx, t, to)
+	kept.judgedAgain(ctx, t, "after helm upgrade", 30*time.Second)
+	kept.check(ctx, t, "after helm upgrade")
 
 	// Uninstall the chart.
 	command(t, helm, "uninstall", "isochron", "--namespace", "default", "--wait")
