@@ -107,9 +107,6 @@ for dir in -s -d; do
   fwd=(FORWARD "$dir" "$POD_CIDR" -m comment --comment "isochron e2e-local pods" -j ACCEPT)
   iptables -C "${fwd[@]}" 2>/dev/null || iptables -A "${fwd[@]}"
 done
-start kube-proxy "$KUBE_BIN/kube-proxy" --config "$STATE/kube-proxy.yaml" --v 2
-kube_svc_rule() { iptables -t nat -S KUBE-SERVICES | grep -e "-d ${SERVICE_CIDR%.0/*}.1/32 .*dport 443"; }
-wait_for "kube-proxy's rule for the kubernetes Service" 60 kube_svc_rule
 
 start kube-controller-manager "$KUBE_BIN/kube-controller-manager" \
   --kubeconfig "$STATE/controller-manager.kubeconfig" \
@@ -291,6 +288,12 @@ start kubelet nsenter -t "$(cluster_init)" -p -m -- "$KUBE_BIN/kubelet" --config
 wait_for "node $NODE_NAME" 120 kubectl_ get node "$NODE_NAME"
 kubectl_ wait --for=condition=Ready "node/$NODE_NAME" --timeout=120s >/dev/null ||
   die "node $NODE_NAME is not Ready; see $LOGS/kubelet.log"
+# kube-proxy once the node is registered: kube-proxy 1.37 exits when its node's IPs
+# change, and a Node that appears after it started is such a change ("NodeIPs changed
+# for the node", then nothing programs Services). No pod runs before the node is Ready.
+start kube-proxy "$KUBE_BIN/kube-proxy" --config "$STATE/kube-proxy.yaml" --v 2
+kube_svc_rule() { iptables -t nat -S KUBE-SERVICES | grep -e "-d ${SERVICE_CIDR%.0/*}.1/32 .*dport 443"; }
+wait_for "kube-proxy's rule for the kubernetes Service" 60 kube_svc_rule
 wait_for "default ServiceAccount" 60 kubectl_ get serviceaccount default -n default
 # Multus reads NetworkAttachmentDefinitions: its CRD (the operator's, config/thirdparty).
 kubectl_ apply -f "$repo/config/thirdparty/multus/networks-crd.yaml" >/dev/null
