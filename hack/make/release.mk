@@ -90,3 +90,7 @@ $(HELM):
 	done
 	cd hack/tools/helm && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)" \
 		-o $(abspath $@) helm.sh/helm/v3/cmd/helm
+
+.PHONY: helm-package
+helm-package: $(HELM) ## Package the chart make helm-chart wrote as DIST/isochron-<chart version>.tgz, the file a release publishes.
+	$(HELM) package $(CHART_DIR) --destination $(DIST)
