@@ -251,6 +251,14 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	// Only the leader reconciles: its first reconcile builds the ledger from the API
+	// server and checks what it inherits for overbooked nodes. Before the cache's copy is
+	// taken in: the ledger assumes every reservation it is built with until the cache
+	// shows it, and a copy taken in before the build would leave the crawler's own
+	// assumed, its decision waiting for a cache update that never comes.
+	if err := r.placer.ensureLedger(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
 	if r.placer.Observe(cvm) {
 		// A reservation this replica did not decide: does its node hold more than it has?
 		r.placer.recheck(ctx)
@@ -263,11 +271,6 @@ func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		// it would pin the VM to the node released again. The release reaching the cache
 		// brings the crawler back (reservationChanged).
 		return ctrl.Result{}, nil
-	}
-	// Only the leader reconciles: its first reconcile builds the ledger from the API
-	// server and checks what it inherits for overbooked nodes.
-	if err := r.placer.ensureLedger(ctx); err != nil {
-		return ctrl.Result{}, err
 	}
 	st := &statusWriter{Client: r.Client, recorder: r.Recorder, before: cvm.DeepCopy(), identity: r.identity}
 	st.readyAtStart = apimeta.FindStatusCondition(st.before.Status.Conditions, isov1.ConditionReady)
