@@ -292,6 +292,33 @@ func waitNamespaces(ctx context.Context) error {
 	return nil
 }
 
+// waitOperatorGone waits until no pod of the manager or the NIC agents is left.
+func waitOperatorGone(ctx context.Context, t *testing.T) {
+	t.Helper()
+	waitFor(t, deleteTimeout, "the manager's and the NIC agents' pods gone", func() (bool, string, error) {
+		var left []string
+		for _, ns := range []string{operatorNS, nicAgentNS} {
+			pods := &corev1.PodList{}
+			if err := cl.List(ctx, pods, client.InNamespace(ns)); err != nil {
+				return false, "", err
+			}
+			for _, p := range pods.Items {
+				left = append(left, ns+"/"+p.Name)
+			}
+		}
+		return len(left) == 0, fmt.Sprintf("still there: %v", left), nil
+	})
+}
+
+// waitNamespacesGone waits until isochron's namespaces an uninstall deletes are gone:
+// nothing can be created in a namespace being deleted.
+func waitNamespacesGone(ctx context.Context, t *testing.T) {
+	t.Helper()
+	if err := waitNamespaces(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // undeploy removes the operator after the suite as make undeploy does: its API and
 // settings stay (kept), so that crawlers left behind keep their CRDs, and the admission
 // policies keep their bindings: kube-apiserver stops watching a policy's parameters for

@@ -269,33 +269,6 @@ func waitForRelease(ctx context.Context, t *testing.T, r release) {
 	})
 }
 
-// waitOperatorGone waits until no pod of the manager or the NIC agents is left.
-func waitOperatorGone(ctx context.Context, t *testing.T) {
-	t.Helper()
-	waitFor(t, deleteTimeout, "the manager's and the NIC agents' pods gone", func() (bool, string, error) {
-		var left []string
-		for _, ns := range []string{operatorNS, nicAgentNS} {
-			pods := &corev1.PodList{}
-			if err := cl.List(ctx, pods, client.InNamespace(ns)); err != nil {
-				return false, "", err
-			}
-			for _, p := range pods.Items {
-				left = append(left, ns+"/"+p.Name)
-			}
-		}
-		return len(left) == 0, fmt.Sprintf("still there: %v", left), nil
-	})
-}
-
-// waitNamespacesGone waits until isochron's namespaces an uninstall deletes are gone:
-// nothing can be created in a namespace being deleted.
-func waitNamespacesGone(ctx context.Context, t *testing.T) {
-	t.Helper()
-	if err := waitNamespaces(ctx); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // keptCrawler is what must not change of a running crawler while isochron is upgraded,
 // removed and installed again.
 type keptCrawler struct {
