@@ -21,6 +21,8 @@ HELM_VERSION ?= v3.22.0
 # (a pseudo-version), both pinned by the module hack/tools/golangci-lint.
 GOLANGCI_LINT_VERSION ?= v2.15.0
 KUBE_API_LINTER_VERSION ?= v0.0.0-20260716143926-092fe0c72997
+# actionlint (make lint-workflows), pinned by the module hack/tools/actionlint.
+ACTIONLINT_VERSION ?= v1.7.12
 # e2e on kind (hack/make/e2e.mk, docs/e2e.md): kind, its node image, Multus (thick plugin).
 KIND_VERSION ?= v0.30.0
 KIND_NODE_IMAGE ?= kindest/node:v1.34.0
@@ -134,7 +136,7 @@ docs-check: ## Check the links of README, CHANGELOG, DEVELOPERS and docs/ and th
 	$(GO) run ./hack/linkcheck -runbook-base $(RUNBOOK_BASE_URL_SOURCE)
 
 .PHONY: test
-test: docs-check vet verify-generated lint test-unit test-rules test-integration test-admission test-e2e-config test-chart ## Run every test: links in the docs, linters, unit, Prometheus rules, integration on a real API server, KubeVirt admission, e2e configs, the Helm chart against install.yaml.
+test: docs-check vet verify-generated lint lint-workflows test-unit test-rules test-integration test-admission test-e2e-config test-chart ## Run every test: links in the docs, linters (Go and the GitHub workflows), unit, Prometheus rules, integration on a real API server, KubeVirt admission, e2e configs, the Helm chart against install.yaml.
 
 ##@ Demo (hack/demo)
 

@@ -4,7 +4,7 @@
 #
 #   e2e/prereqs.sh SET...
 #
-#   config   make test-e2e-config: shellcheck
+#   config   make test-e2e-config and make lint-workflows: shellcheck
 #   kind     make e2e-kind: a Docker client and engine (kind creates the cluster in it)
 #   local    make e2e-local*: the local cluster (containerd, runc, the CNI plugins,
 #            iptables...), KubeVirt's build (cgo against libvirt), its Debian layer
