@@ -196,6 +196,7 @@ build: ## Build the manager, isochronctl, nic-agent and rtprobe static (CGO_ENAB
 
 # The kubectl plugin's builds (make kubectl-plugin): OS/arch pairs, each a tar.gz in dist/.
 PLUGIN_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+PLUGIN_BUILD = CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)"
 
 .PHONY: kubectl-plugin
 kubectl-plugin: ## Build kubectl-isochron (VERSION) for linux and darwin, amd64 and arm64, as dist/kubectl-isochron-<os>-<arch>.tar.gz, and dist/isochron.yaml, krew's manifest (plugins/isochron.yaml) with their sha256.
@@ -205,7 +206,7 @@ kubectl-plugin: ## Build kubectl-isochron (VERSION) for linux and darwin, amd64 
 	for p in $(PLUGIN_PLATFORMS); do \
 		os=$${p%/*}; arch=$${p#*/}; dir=dist/kubectl-isochron-$$os-$$arch; \
 		mkdir -p $$dir; \
-		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $$dir/kubectl-isochron ./cmd/kubectl-isochron; \
+		GOOS=$$os GOARCH=$$arch $(PLUGIN_BUILD) -o $$dir/kubectl-isochron ./cmd/kubectl-isochron; \
 		tar -C $$dir -czf $$dir.tar.gz kubectl-isochron; \
 		rm -rf $$dir; \
 		sum=$$(sha256sum $$dir.tar.gz | cut -d' ' -f1); \

@@ -307,7 +307,11 @@ func TestSharedCrawlerRunsOnTheSharedPool(t *testing.T) {
 		if !slices.Equal(got, pool) {
 			t.Errorf("compute container cpuset %v, want the shared pool %v", got, pool)
 		}
-	}, nil)
+	}, func(vmi *kubevirtv1.VirtualMachineInstance, launcher *corev1.Pod) *corev1.Pod {
+		// A user's view of it and requests to it, through kubectl isochron.
+		checkPlugin(ctx, t, cvm, vmi)
+		return launcher
+	})
 }
 
 // runCrawler creates cvm and checks the life of a placeable crawler: Placed, its VMI

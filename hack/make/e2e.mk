@@ -3,9 +3,11 @@
 # The e2e suite (e2e/, build tag e2e) and its two clusters: kind with nested
 # virtualisation (for users; cannot run on the project's machines) and a local cluster
 # of binaries built from Go modules. Expects LOCALBIN, GO, KUBE_VERSION, ENVTEST_ASSETS,
-# KUSTOMIZE, VERSION, IMG, PROBE_IMG, NIC_AGENT_IMG and the E2E_* / KIND_* /
+# KUSTOMIZE, VERSION, PLUGIN_BUILD, IMG, PROBE_IMG, NIC_AGENT_IMG and the E2E_* / KIND_* /
 # MULTUS_VERSION / WHEREABOUTS_VERSION pins from the main Makefile.
 E2E_ARTIFACTS ?= $(LOCALBIN)/e2e-artifacts
+# kubectl-isochron for the suite, alone in its directory, which goes on kubectl's PATH.
+E2E_KUBECTL_ISOCHRON ?= $(LOCALBIN)/e2e-plugin/kubectl-isochron
 E2E_LOCAL_STATE ?= $(LOCALBIN)/e2e-local
 E2E_LOCAL_IMAGES := $(E2E_LOCAL_STATE)/images
 KIND_CLUSTER ?= isochron-e2e
@@ -22,9 +24,10 @@ E2E_PREREQS = e2e/prereqs.sh
 E2E_GUEST_IMAGE ?= quay.io/kubevirt/cirros-container-disk-demo:$(KUBEVIRT_VERSION)
 
 .PHONY: e2e
-e2e: $(KUSTOMIZE) $(ENVTEST_ASSETS)/kubectl ## Run the e2e suite against the cluster of KUBECONFIG (KubeVirt, Multus, static CPU Manager), deploying IMG, NIC_AGENT_IMG and PROBE_IMG.
+e2e: $(KUSTOMIZE) $(ENVTEST_ASSETS)/kubectl ## Run the e2e suite against the cluster of KUBECONFIG (KubeVirt, Multus, static CPU Manager), deploying IMG, NIC_AGENT_IMG and PROBE_IMG; kubectl isochron, built here, is run through kubectl.
+	$(PLUGIN_BUILD) -o $(E2E_KUBECTL_ISOCHRON) ./cmd/kubectl-isochron
 	E2E_IMG=$(IMG) E2E_NIC_AGENT_IMG=$(NIC_AGENT_IMG) E2E_PROBE_IMG=$(PROBE_IMG) E2E_GUEST_IMAGE=$(E2E_GUEST_IMAGE) E2E_ARTIFACTS=$(E2E_ARTIFACTS) \
-		KUSTOMIZE=$(KUSTOMIZE) KUBECTL=$(ENVTEST_ASSETS)/kubectl \
+		KUSTOMIZE=$(KUSTOMIZE) KUBECTL=$(ENVTEST_ASSETS)/kubectl E2E_KUBECTL_ISOCHRON=$(E2E_KUBECTL_ISOCHRON) \
 		$(GO) test -tags e2e ./e2e/... -count=1 -v -timeout $(E2E_TIMEOUT) $(E2E_GO_TEST_FLAGS)
 
 .PHONY: test-e2e-config
