@@ -56,11 +56,7 @@ func (r *CrawlerVMReconciler) startMoveWithin(ctx context.Context, cvm *isov1.Cr
 		return placement.Decision{}, err
 	}
 	req := r.request(ctx, cvm)
-	sel, conflict := move.WithAddedSelector(req.NodeSelector, added)
-	if conflict != "" {
-		return placement.Decision{Reason: conflict}, nil
-	}
-	req.NodeSelector = sel
+	req.MoveTo = added
 	req.Avoid = append(avoid, draining...)
 	req.Size = &held.Sizing
 	from := held.Node

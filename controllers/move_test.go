@@ -882,7 +882,30 @@ func TestMigrationWithATargetGoesThereOrIsRefused(t *testing.T) {
 	if len(got) != 1 || !strings.Contains(got[0], "kubernetes.io/hostname=to-tiny") || !strings.Contains(got[0], "to-tiny: needs") {
 		t.Errorf("MigrationRefused Events %v: want one naming the node asked for and why it cannot hold the crawler", got)
 	}
+	// The other nodes are refused as not the one asked for, not as the crawler's own
+	// selector's (which the user did not change).
+	if len(got) == 1 && (!strings.Contains(got[0], "not the node the move asks for (kubernetes.io/hostname=to-tiny)") || strings.Contains(got[0], "spec.placement.nodeSelector")) {
+		t.Errorf("MigrationRefused %q: want the other nodes refused as not the node the move asks for", got[0])
+	}
+
+	// A node that does not exist: every node, the crawler's own too, is not the one asked
+	// for, and the refusal says so.
+	nowhere := ask("to-nowhere")
+	eventually(t, "the migration to to-nowhere refused", func() (bool, string) { return !get(t, nowhere), fmt.Sprint(nowhere.Status.Phase) })
+	var refusal string
+	eventually(t, "a MigrationRefused Event for to-nowhere", func() (bool, string) {
+		evs := events(t, c)
+		for _, e := range evs {
+			if strings.HasPrefix(e, isov1.EventReasonMigrationRefused+": ") && strings.Contains(e, "hostname=to-nowhere") {
+				refusal = e
+			}
+		}
+		return refusal != "", strings.Join(evs, " | ")
+	})
+	if !strings.Contains(refusal, "not the node the move asks for (kubernetes.io/hostname=to-nowhere)") || strings.Contains(refusal, "the node it runs on") {
+		t.Errorf("MigrationRefused %q: want every node, to-big (its own) too, refused as not the node the move asks for", refusal)
+	}
 	if get(t, c); c.Status.Placement.Node != "to-big" || c.Status.Move != nil {
-		t.Errorf("after a refused move: on %s, moving %+v; want on to-big, not moving", c.Status.Placement.Node, c.Status.Move)
+		t.Errorf("after refused moves: on %s, moving %+v; want on to-big, not moving", c.Status.Placement.Node, c.Status.Move)
 	}
 }

@@ -12,8 +12,6 @@ package move
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -370,26 +368,4 @@ func Node(node *corev1.Node, name string, vmi *kubevirtv1.VirtualMachineInstance
 		return NodeState{Lost: true, Fenced: true, Since: since, Why: why + ", and the crawler's VMI no longer runs there (its launcher pod is gone)"}
 	}
 	return NodeState{Lost: true, Since: since, Why: why}
-}
-
-// WithAddedSelector is the node selector of a crawler that someone asked to move to a node
-// with the labels of added (a migration's addedNodeSelector, as KubeVirt adds it to its
-// target pod's): the crawler's own selector and added, both. A label that added asks
-// for with another value than the crawler's selector can match no node: conflict says
-// which, as the reason of the decision that places it nowhere ("" for none).
-func WithAddedSelector(own, added map[string]string) (sel map[string]string, conflict string) {
-	if len(added) == 0 {
-		return own, ""
-	}
-	out := maps.Clone(own)
-	if out == nil {
-		out = map[string]string{}
-	}
-	for _, k := range slices.Sorted(maps.Keys(added)) {
-		if v, ok := out[k]; ok && v != added[k] {
-			return nil, fmt.Sprintf("the move asks for a node with %s=%s, and the crawler's own node selector for %s=%s: no node has both", k, added[k], k, v)
-		}
-		out[k] = added[k]
-	}
-	return out, ""
 }

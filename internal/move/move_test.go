@@ -288,32 +288,3 @@ func TestAfterUnschedulable(t *testing.T) {
 		})
 	}
 }
-
-func TestWithAddedSelector(t *testing.T) {
-	for name, tc := range map[string]struct {
-		own, added, want map[string]string
-		err              string
-	}{
-		"nothing added: the crawler's own": {own: map[string]string{"rt": "a"}, want: map[string]string{"rt": "a"}},
-		"a node asked for":                 {own: map[string]string{"rt": "a"}, added: map[string]string{"kubernetes.io/hostname": "n2"}, want: map[string]string{"rt": "a", "kubernetes.io/hostname": "n2"}},
-		"no own selector":                  {added: map[string]string{"kubernetes.io/hostname": "n2"}, want: map[string]string{"kubernetes.io/hostname": "n2"}},
-		"the same label and value":         {own: map[string]string{"rt": "a"}, added: map[string]string{"rt": "a"}, want: map[string]string{"rt": "a"}},
-		"a label at another value":         {own: map[string]string{"rt": "a"}, added: map[string]string{"rt": "b"}, err: "rt=b, and the crawler's own node selector for rt=a"},
-	} {
-		t.Run(name, func(t *testing.T) {
-			got, conflict := WithAddedSelector(tc.own, tc.added)
-			if tc.err != "" {
-				if !strings.Contains(conflict, tc.err) {
-					t.Fatalf("conflict %q, want one with %q", conflict, tc.err)
-				}
-				return
-			}
-			if conflict != "" {
-				t.Fatal(conflict)
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("(-want +got):\n%s", diff)
-			}
-		})
-	}
-}

@@ -52,6 +52,7 @@ type misfit int
 
 const (
 	fitsNode misfit = iota
+	misfitNotAskedFor
 	misfitAvoided
 	misfitCordoned
 	misfitNotReady
@@ -66,6 +67,10 @@ const (
 // search (Planner.allowed) and the explanation of an unplaced crawler (reason) share.
 func constraint(d *decision, n *Node) misfit {
 	switch {
+	// First: a node the move did not ask for is refused as that, whatever else it is (the
+	// crawler's own node included), so that a move to a node that cannot be found says so.
+	case d.moveTo != nil && !d.moveTo.Matches(labels.Set(n.Labels)):
+		return misfitNotAskedFor
 	case d.avoid[n.Name] != "":
 		return misfitAvoided
 	case n.Unschedulable:
@@ -97,9 +102,7 @@ func constraint(d *decision, n *Node) misfit {
 // node can help a crawler that waits: what is freed elsewhere wakes nobody.
 func Admits(n *Node, req Request) bool {
 	d := &decision{req: req, dedicated: req.Demand.Dedicated}
-	if len(req.NodeSelector) > 0 {
-		d.sel = labels.SelectorFromSet(req.NodeSelector)
-	}
+	d.sel, d.moveTo = selectors(req)
 	for _, a := range req.Avoid {
 		if a.Node == n.Name {
 			return false
@@ -108,9 +111,23 @@ func Admits(n *Node, req Request) bool {
 	return constraint(d, n) == fitsNode
 }
 
+// selectors are the label selectors of req's node selector and of the node a move asks
+// for, each nil when empty.
+func selectors(req Request) (sel, moveTo labels.Selector) {
+	if len(req.NodeSelector) > 0 {
+		sel = labels.SelectorFromSet(req.NodeSelector)
+	}
+	if len(req.MoveTo) > 0 {
+		moveTo = labels.SelectorFromSet(req.MoveTo)
+	}
+	return sel, moveTo
+}
+
 // reason says misfit m of node n for the crawler of d in words.
 func (m misfit) reason(d *decision, n *Node) string {
 	switch m {
+	case misfitNotAskedFor:
+		return fmt.Sprintf("not the node the move asks for (%s)", labels.Set(d.req.MoveTo))
 	case misfitAvoided:
 		return d.avoid[n.Name]
 	case misfitCordoned:

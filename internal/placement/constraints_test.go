@@ -22,6 +22,12 @@ func TestConstraint(t *testing.T) {
 	}{
 		{"fits", Node{Name: "a", Labels: rt}, Request{}, fitsNode, ""},
 		{"refuted there", Node{Name: "a", Labels: rt}, Request{Avoid: []Avoid{{Node: "a", Why: "a probe refuted the crawler's SLO there"}}}, misfitAvoided, "a probe refuted the crawler's SLO there"},
+		{"not the node a move asks for", Node{Name: "a", Labels: rt}, Request{MoveTo: map[string]string{corev1.LabelHostname: "b"}, Avoid: []Avoid{{Node: "a", Why: "the node it runs on"}}},
+			misfitNotAskedFor, "not the node the move asks for (kubernetes.io/hostname=b)"},
+		{"the node a move asks for", Node{Name: "a", Labels: map[string]string{kubevirtv1.NodeSchedulable: "true", kubevirtv1.CPUManager: "true", kubevirtv1.RealtimeLabel: "true", corev1.LabelHostname: "a"}},
+			Request{MoveTo: map[string]string{corev1.LabelHostname: "a"}}, fitsNode, ""},
+		{"asked for, cordoned", Node{Name: "a", Labels: map[string]string{corev1.LabelHostname: "a"}, Unschedulable: true},
+			Request{MoveTo: map[string]string{corev1.LabelHostname: "a"}}, misfitCordoned, "node is cordoned"},
 		{"cordoned", Node{Name: "a", Labels: rt, Unschedulable: true}, Request{}, misfitCordoned, "node is cordoned"},
 		{"selector", Node{Name: "a", Labels: rt}, Request{NodeSelector: map[string]string{"pool": "other"}}, misfitSelector, "spec.placement.nodeSelector does not match"},
 		{"taint", Node{Name: "a", Labels: rt, Taints: []corev1.Taint{taint}}, Request{}, misfitTaint, "taint rt=only:NoSchedule not tolerated by spec.placement.tolerations"},

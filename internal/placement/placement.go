@@ -104,6 +104,11 @@ type Request struct {
 	// Avoid are nodes the crawler must not go to, each with why: a probe refuted its SLO
 	// there, the node is being drained.
 	Avoid []Avoid
+	// MoveTo, when set, are the labels of the node someone asked the crawler to move to
+	// (a migration's addedNodeSelector: kubectl isochron move --to): only such a node
+	// fits, besides the crawler's own selector, and every other is refused as not the one
+	// asked for.
+	MoveTo map[string]string
 	// Size, when set, is the crawler's size on every node, whatever its class: a live
 	// migration moves the VM as it is, and the model judges that size on the target.
 	Size *sizing.Result

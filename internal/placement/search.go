@@ -38,6 +38,7 @@ type decision struct {
 	req       Request
 	self      int // the node holding the crawler's own reservation, -1 for none
 	sel       labels.Selector
+	moveTo    labels.Selector // req.MoveTo, nil for none
 	dedicated bool
 	sizes     []sized
 	// avoid is req.Avoid by node.
@@ -49,9 +50,7 @@ func (p *Planner) newDecision(req Request) *decision {
 	if i, ok := p.where[req.Key]; ok {
 		d.self = i
 	}
-	if len(req.NodeSelector) > 0 {
-		d.sel = labels.SelectorFromSet(req.NodeSelector)
-	}
+	d.sel, d.moveTo = selectors(req)
 	if len(req.Avoid) > 0 {
 		d.avoid = make(map[string]string, len(req.Avoid))
 		for _, a := range req.Avoid {
