@@ -49,7 +49,7 @@ func checkPlugin(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM, vmi *k
 	ns, name, node := cvm.Namespace, cvm.Name, vmi.Status.NodeName
 
 	out := plugin(t, 0, "version")
-	if want := "manager: " + imageTag(managerImage); !strings.Contains(out, want+"\n") || !strings.HasPrefix(out, "kubectl-isochron: ") {
+	if want := "manager: " + cli.ImageTag(managerImage); !strings.Contains(out, want+"\n") || !strings.HasPrefix(out, "kubectl-isochron: ") {
 		t.Errorf("kubectl isochron version said %q, want the plugin's version and %q", out, want)
 	}
 
@@ -197,14 +197,4 @@ func plugin(t *testing.T, want int, args ...string) string {
 		t.Fatalf("kubectl isochron %s exited %d, want %d:\n%s", strings.Join(args, " "), status, want, out)
 	}
 	return string(out)
-}
-
-// imageTag is the tag of an image reference (before a digest), or the reference when it
-// has none, as kubectl isochron version reports the manager's.
-func imageTag(image string) string {
-	ref, _, _ := strings.Cut(image, "@")
-	if colon := strings.LastIndex(ref, ":"); colon > strings.LastIndex(ref, "/") {
-		return ref[colon+1:]
-	}
-	return image
 }

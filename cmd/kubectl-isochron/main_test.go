@@ -110,20 +110,6 @@ func TestMigrationFor(t *testing.T) {
 	}
 }
 
-func TestImageTag(t *testing.T) {
-	for image, want := range map[string]string{
-		"isochron/manager:v0.1.0":               "v0.1.0",
-		"registry:5000/isochron/manager:v0.2.0": "v0.2.0",
-		"registry:5000/isochron/manager":        "registry:5000/isochron/manager",
-		"isochron/manager:v0.1.0@sha256:abc":    "v0.1.0",
-		"isochron/manager@sha256:abc":           "isochron/manager@sha256:abc",
-	} {
-		if got := imageTag(image); got != want {
-			t.Errorf("imageTag(%q) = %q, want %q", image, got, want)
-		}
-	}
-}
-
 func TestManagerVersion(t *testing.T) {
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: managerNamespace, Name: managerDeployment}}
 	dep.Spec.Template.Spec.Containers = []corev1.Container{{Name: "kube-rbac-proxy", Image: "proxy:v1"}, {Name: managerContainer, Image: "isochron/manager:v0.3.0"}}

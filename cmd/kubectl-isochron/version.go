@@ -2,12 +2,13 @@ package main
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"isochron.io/isochron/internal/cli"
 )
 
 // The manager's Deployment as config/default installs it.
@@ -48,21 +49,8 @@ func newVersion(o *options) *cobra.Command {
 func managerVersion(dep *appsv1.Deployment) string {
 	for _, c := range dep.Spec.Template.Spec.Containers {
 		if c.Name == managerContainer {
-			return imageTag(c.Image)
+			return cli.ImageTag(c.Image)
 		}
 	}
 	return fmt.Sprintf("unknown (Deployment %s/%s has no container %q)", dep.Namespace, dep.Name, managerContainer)
-}
-
-// imageTag is the tag of an image reference, or the reference when it has none.
-func imageTag(image string) string {
-	ref := image
-	if at := strings.Index(ref, "@"); at >= 0 {
-		ref = ref[:at]
-	}
-	slash := strings.LastIndex(ref, "/")
-	if colon := strings.LastIndex(ref, ":"); colon > slash {
-		return ref[colon+1:]
-	}
-	return image
 }
