@@ -23,7 +23,7 @@ GOLANGCI_LINT_VERSION ?= v2.15.0
 KUBE_API_LINTER_VERSION ?= v0.0.0-20260716143926-092fe0c72997
 # actionlint (make lint-workflows), pinned by the module hack/tools/actionlint.
 ACTIONLINT_VERSION ?= v1.7.12
-# e2e on kind (hack/make/e2e.mk, docs/e2e.md): kind, its node image, Multus (thick plugin).
+# e2e on kind (hack/make/e2e.mk, docs/dev/e2e.md): kind, its node image, Multus (thick plugin).
 KIND_VERSION ?= v0.30.0
 KIND_NODE_IMAGE ?= kindest/node:v1.34.0
 MULTUS_VERSION ?= v4.2.3

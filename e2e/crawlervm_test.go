@@ -267,7 +267,7 @@ func checkDomain(t *testing.T, d domain, q qemuProcess, exclusive []int, sizing 
 		t.Logf("thread %d %q: CPUs %v", th.TID, th.Name, th.CPUs)
 	}
 	if !kvm {
-		t.Logf("the vCPU threads are QEMU's software emulation's (not \"CPU n/KVM\"): KubeVirt's virt-handler neither gives them SCHED_FIFO nor keeps them out of its housekeeping cgroup, so they run on the emulator's CPU; realtime vCPUs and their separation from the emulator need KVM (docs/e2e.md)")
+		t.Logf("the vCPU threads are QEMU's software emulation's (not \"CPU n/KVM\"): KubeVirt's virt-handler neither gives them SCHED_FIFO nor keeps them out of its housekeeping cgroup, so they run on the emulator's CPU; realtime vCPUs and their separation from the emulator need KVM (docs/dev/e2e.md)")
 		return
 	}
 	for _, th := range vcpus {

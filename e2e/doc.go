@@ -8,5 +8,5 @@
 //	make e2e-kind         # creates a kind cluster first (e2e/kind)
 //
 // Without the tag, the package holds only the checks of the providers' configuration
-// (config_test.go), which run in make test. docs/e2e.md describes both providers.
+// (config_test.go), which run in make test. docs/dev/e2e.md describes both providers.
 package e2e

@@ -60,7 +60,7 @@ done
 
 # The node VMs run Debian's kernel under QEMU's multi-threaded TCG. Under QEMU 7.2
 # (Debian 12's) their kernels oopsed on the int3 of their own code patching about every
-# 20 minutes each; under 10.0 none did (docs/e2e.md, "Nodes that are VMs"). Debian 12
+# 20 minutes each; under 10.0 none did (docs/dev/e2e.md, "Nodes that are VMs"). Debian 12
 # has QEMU 10 in bookworm-backports.
 qemu_major() { qemu-system-x86_64 --version 2>/dev/null | sed -n 's/^QEMU emulator version \([0-9]*\).*/\1/p'; }
 backports() {
@@ -68,7 +68,7 @@ backports() {
   local major
   major=$(qemu_major)
   [[ -n $major && $major -ge 10 ]] && return 0
-  local why="the node VMs need QEMU 10 or newer (docs/e2e.md), found ${major:-none}"
+  local why="the node VMs need QEMU 10 or newer (docs/dev/e2e.md), found ${major:-none}"
   # shellcheck source=/dev/null
   [[ $(. /etc/os-release && echo "${VERSION_CODENAME:-}") == bookworm ]] ||
     die "$why: install QEMU 10 or newer from your distribution"

@@ -118,7 +118,7 @@ func TestNICAgentSchedulesTheRTUplink(t *testing.T) {
 	// default), as an RT node class's does (config/samples/contentionprofile_rt.yaml). The
 	// agent needs it: without a profile it shapes to 0 bits/s and reports the uplink
 	// unavailable ("link rate 0 bits/s: it must be positive"; the model's default is not
-	// applied in controllers/nicagent, see docs/e2e.md).
+	// applied in controllers/nicagent, see docs/dev/e2e.md).
 	profile := &isov1.ContentionProfile{
 		ObjectMeta: metav1.ObjectMeta{Name: ns + "-rt"},
 		Spec: isov1.ContentionProfileSpec{

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the e2e guest (docs/e2e.md, stage 3) as a KubeVirt containerDisk image, as a
+# Builds the e2e guest (docs/dev/e2e.md, stage 3) as a KubeVirt containerDisk image, as a
 # `docker save` archive that `ctr images import` reads:
 #
 #   e2e/guest/image.sh REF GUEST_INIT_BINARY OUT.tar [WORKDIR]

@@ -1,4 +1,4 @@
-// Command guest is the whole userland of the e2e guest (docs/e2e.md, stage 3): a static
+// Command guest is the whole userland of the e2e guest (docs/dev/e2e.md, stage 3): a static
 // PID 1 that e2e/guest/image.sh puts as /init into an initramfs next to
 // Debian's kernel, on a disk that KubeVirt boots from a containerDisk.
 //

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds KubeVirt's components for the local cluster (docs/e2e.md, stage 3) from the
+# Builds KubeVirt's components for the local cluster (docs/dev/e2e.md, stage 3) from the
 # kubevirt.io/kubevirt Go module pinned by e2e/local/modules/kubevirt/go.mod, and renders its
 # operator manifest with KubeVirt's own manifest-templator:
 #

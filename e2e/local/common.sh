@@ -50,7 +50,7 @@ KUBELET_ROOT=${E2E_LOCAL_KUBELET_ROOT:-/var/lib/kubelet}
 # 2Mi hugepages for dedicated crawlers' guest memory (the kubelet reads them at start).
 HUGEPAGES=${E2E_LOCAL_HUGEPAGES:-512}
 
-# Worker nodes that are VMs (nodes-up.sh, docs/e2e.md "Nodes that are VMs"): node i is
+# Worker nodes that are VMs (nodes-up.sh, docs/dev/e2e.md "Nodes that are VMs"): node i is
 # e2e-node-i at 10.250.0.(10+i) on the bridge $NODES_BRIDGE (the host is their gateway
 # at $NODES_GATEWAY), its pods in 10.244.i.0/24 (the host's are $POD_CIDR, inside
 # $CLUSTER_POD_CIDR); NODE_CPUS vCPUs (one reserved for the system, the rest for the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Writes KubeVirt's images for the local cluster (docs/e2e.md, stage 3) as `docker save`
+# Writes KubeVirt's images for the local cluster (docs/dev/e2e.md, stage 3) as `docker save`
 # archives, from binaries built from the kubevirt.io/kubevirt Go module and Debian's
 # libvirt and QEMU, without a container engine or a registry:
 #

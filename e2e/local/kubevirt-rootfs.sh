@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Writes the Debian root filesystem that the local cluster's virt-launcher and
-# virt-handler images share (docs/e2e.md, stage 3), as one layer tar:
+# virt-handler images share (docs/dev/e2e.md, stage 3), as one layer tar:
 #
 #   e2e/local/kubevirt-rootfs.sh OUT.tar
 #

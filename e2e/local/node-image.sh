@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds what the local cluster's node VMs boot (docs/e2e.md, "Nodes that are VMs"):
+# Builds what the local cluster's node VMs boot (docs/dev/e2e.md, "Nodes that are VMs"):
 #
 #   SUITE=trixie e2e/local/node-image.sh OUT_DIR
 #

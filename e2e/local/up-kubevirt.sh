@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stage 3 of the local cluster (docs/e2e.md): KubeVirt, built from its Go module and
+# Stage 3 of the local cluster (docs/dev/e2e.md): KubeVirt, built from its Go module and
 # Debian's libvirt and QEMU, on the cluster up.sh started. Imports the image archives
 # of KUBEVIRT_ARCHIVES (space-separated; kubevirt-images.sh, guest-image.sh), applies
 # the operator manifest KUBEVIRT_MANIFEST (build-kubevirt.sh) and the CR of

@@ -150,7 +150,7 @@ server = "http://$REGISTRY_ADDR"
 TOML
 start registry "$REGISTRY_BIN" -addr "$REGISTRY_ADDR" -root "$STATE/registry"
 wait_for registry 30 curl -fsS "http://$REGISTRY_ADDR/v2/"
-# CNI: Multus' thin plugin (built from its Go module into $MULTUS_BIN, docs/e2e.md) is
+# CNI: Multus' thin plugin (built from its Go module into $MULTUS_BIN, docs/dev/e2e.md) is
 # the node's only network config; it delegates the pods' default network to the bridge
 # e2elocal0 and adds the networks of a pod's k8s.v1.cni.cncf.io/networks annotation
 # from NetworkAttachmentDefinitions, read as the user multus (multus-rbac.yaml). containerd finds
@@ -271,7 +271,7 @@ serializeImagePulls: false
 evictionHard: {memory.available: 100Mi, nodefs.available: 2%, imagefs.available: 2%}
 # No image garbage collection: none of these images can be pulled again. With the
 # default (85%), a disk filled by Go caches had the kubelet delete the pause and rtprobe
-# images in the middle of a run (docs/e2e.md).
+# images in the middle of a run (docs/dev/e2e.md).
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 YAML

@@ -14,7 +14,7 @@
 //   - the runbook_url annotations of config/prometheus (rules and promtool tests): each
 //     starts with -runbook-base, and the rest is a document and heading that exist.
 //
-// It reads README.md, CHANGELOG.md, DEVELOPERS.md and docs/*.md, skips fenced code blocks
+// It reads README.md, CHANGELOG.md, DEVELOPERS.md, docs/*.md and docs/dev/*.md, skips fenced code blocks
 // and prints each broken target as file:line, then exits 1.
 //
 //	go run ./hack/linkcheck -runbook-base https://github.com/isochron/isochron/blob/main/
@@ -35,7 +35,7 @@ import (
 )
 
 // The documents checked, relative to the repository.
-var documents = []string{"README.md", "CHANGELOG.md", "DEVELOPERS.md", "docs/*.md"}
+var documents = []string{"README.md", "CHANGELOG.md", "DEVELOPERS.md", "docs/*.md", "docs/dev/*.md"}
 
 // Where the runbook_url annotations are.
 var rulesGlobs = []string{"config/prometheus/*.yaml", "config/prometheus/tests/*.yaml"}

@@ -1,4 +1,4 @@
-##@ End-to-end: the suite (e2e/) and the Debian packages of every e2e workflow (e2e/prereqs.sh); docs/e2e.md
+##@ End-to-end: the suite (e2e/) and the Debian packages of every e2e workflow (e2e/prereqs.sh); docs/dev/e2e.md
 
 # The e2e suite (e2e/, build tag e2e) and its two clusters: kind with nested
 # virtualisation (for users; cannot run on the project's machines) and a local cluster
@@ -230,7 +230,7 @@ E2E_LOCAL_ENV = KUBECONFIG=$(E2E_LOCAL_STATE)/admin.kubeconfig E2E_PROBE_CPU=$(E
 # local node, which reaches the registry on its loopback address (the node VMs do not).
 E2E_LOCAL_RELEASE_ENV = E2E_RELEASE=$(E2E_RELEASE_DIR)/release E2E_RELEASE_UPGRADE=$(E2E_RELEASE_DIR)/upgrade E2E_HELM=$(abspath $(HELM))
 
-# Worker nodes that are VMs (e2e/local/nodes-up.sh; docs/e2e.md, "Nodes that are VMs"):
+# Worker nodes that are VMs (e2e/local/nodes-up.sh; docs/dev/e2e.md, "Nodes that are VMs"):
 # Debian E2E_NODE_SUITE booted by systemd under QEMU's software emulation, joined to the
 # running local cluster. Their disk is cached outside bin/e2e-local, so PURGE=1 keeps it.
 E2E_NODE_SUITE ?= $(E2E_KUBEVIRT_SUITE)
@@ -273,7 +273,7 @@ E2E_NODE_LOSS_TEST = TestLostNodeCrawlersRunElsewhereOnceFenced
 E2E_SINGLE_NODE_TESTS = TestCrashedCrawlerRestartsByItself|TestDrainOfTheOnlyNodeWaits|TestSharedCrawlerRunsOnTheSharedPool|TestUnplaceableCrawlerIsReportedAndCreatesNothing
 # The suite before the node-loss test on the node VMs: 75 min (4517 s) was too short on
 # 26 Nov 2026, when the emulated nodes started a launcher pod in 4-6 min
-# (docs/e2e.md, "Nodes that are VMs").
+# (docs/dev/e2e.md, "Nodes that are VMs").
 E2E_LOCAL_MULTI_TIMEOUT ?= 120m
 
 .PHONY: e2e-local-multi

@@ -1,4 +1,4 @@
-##@ Network lab: the RTvNIC study's comparison on real Linux queueing (hack/netlab, docs/netlab.md)
+##@ Network lab: the RTvNIC study's comparison on real Linux queueing (hack/netlab, docs/dev/netlab.md)
 
 # Debian's kernel under QEMU's software emulation with the lab's static binary as PID 1:
 # two RT flows and a saturating best-effort flow over a bridge, the uplink and a 10 Mbit/s

@@ -176,7 +176,7 @@ func predictions() map[string]time.Duration {
 // RT flow missed its deadline under the agent's schedule.
 func printTable(w io.Writer, c console, cpus int, duration, warmup time.Duration) bool {
 	fmt.Fprintf(w, "netlab: Debian kernel %s under QEMU TCG, %d vCPU, %s\n", c.kernel, cpus, c.clock)
-	fmt.Fprintf(w, "wire %s with a FIFO of %d frames; the agent's schedule at %s; the RTvNIC study's setting at 1/%d of its 1 Gbit/s with deadlines x%d (docs/netlab.md)\n",
+	fmt.Fprintf(w, "wire %s with a FIFO of %d frames; the agent's schedule at %s; the RTvNIC study's setting at 1/%d of its 1 Gbit/s with deadlines x%d (docs/dev/netlab.md)\n",
 		mbits(lineRate), wireQueue, mbits(agentRate), 1_000_000_000/lineRate, scale)
 	fmt.Fprintf(w, "runs: floor (RT flows alone), baseline (saturating best effort, kernel default on the uplink), agent (the same with nic.Apply(nic.Plan(...))); %s each after a %s warm-up\n",
 		duration, warmup)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the network lab's VM (docs/netlab.md): Debian's kernel, fetched as the e2e guest's
+# Builds the network lab's VM (docs/dev/netlab.md): Debian's kernel, fetched as the e2e guest's
 # (e2e/guest/debian-kernel.sh: the package behind linux-image-amd64, with apt-get download, nothing else
 # downloaded), and an initramfs holding the lab's static binary as /init, internal/nic's
 # test binary as /nic.test and the kernel modules the lab needs, numbered so that name

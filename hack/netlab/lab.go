@@ -9,7 +9,7 @@ import (
 	"isochron.io/isochron/internal/rtnet"
 )
 
-// The lab is the RTvNIC study's setting in two steps (docs/netlab.md, "Scaling"). First a
+// The lab is the RTvNIC study's setting in two steps (docs/dev/netlab.md, "Scaling"). First a
 // link 100 times slower than the study's 1 Gbit/s, with its deadlines and real frame
 // sizes: QEMU's software emulation cannot saturate 1 Gbit/s, and at 10 Mbit/s the
 // non-preemptive best-effort frame on the wire (1.2 ms) is a real part of a 5 ms
@@ -19,7 +19,7 @@ import (
 // timing noise, a few milliseconds, does not.
 // agentRate is the link rate the agent's schedule shapes the uplink to, as the NIC agent
 // does (rtnet.ShapedRate): below the line rate, so that the queue forms in HTB's classes
-// and not in the NIC's FIFO, which the uplink's qdisc cannot reorder (docs/netlab.md,
+// and not in the NIC's FIFO, which the uplink's qdisc cannot reorder (docs/dev/netlab.md,
 // "The shaping rate").
 var agentRate = rtnet.ShapedRate(lineRate)
 

@@ -1,4 +1,4 @@
-// Command netlab is the network lab (docs/netlab.md): the RTvNIC study's comparison on
+// Command netlab is the network lab (docs/dev/netlab.md): the RTvNIC study's comparison on
 // real Linux queueing. Two RT flows (the study's 5 ms and 10 ms deadlines, stretched in
 // time by the lab's scale, each within its minimum bandwidth) and a best-effort flow that
 // saturates the uplink cross a bridge and the uplink to a wire at a line rate: alone

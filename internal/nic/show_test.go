@@ -7,7 +7,7 @@ import (
 
 // Read on a link without isochron's schedule says so, and names a missing link. The
 // schedule itself is read back by the e2e suite on a node whose kernel has HTB
-// (docs/e2e.md): this one has no qdiscs to program.
+// (docs/dev/e2e.md): this one has no qdiscs to program.
 func TestReadSaysWhatIsOnALink(t *testing.T) {
 	r, err := Read("lo")
 	if err != nil {

@@ -9,7 +9,7 @@ import "time"
 // of it. HTB counts neither the per-frame overhead on the wire (preamble, gap, FCS) nor
 // what the NIC's ring already holds; shaping a little below the line keeps the queue in
 // HTB, where the classes order it (the network lab measured RT averages doubling at
-// 100%: docs/netlab.md).
+// 100%: docs/dev/netlab.md).
 func ShapedRate(line int64) int64 { return line * 95 / 100 }
 
 // BurstTime is how far ahead of its rate an HTB class may send in one go: a class's

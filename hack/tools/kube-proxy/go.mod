@@ -1,4 +1,4 @@
-// Separate module for kube-proxy (the local e2e cluster, docs/e2e.md), so the
+// Separate module for kube-proxy (the local e2e cluster, docs/dev/e2e.md), so the
 // reviewed go.sum of hack/tools/kube stays as it is. Bump together with
 // hack/tools/kube/go.mod: change every v1.34.3/v0.37.2 below, then `go mod tidy`;
 // hack/tools/build-kube-bins.sh checks this pin against KUBE_VERSION too.

@@ -1,5 +1,5 @@
 // Separate module for the local e2e cluster: builds KubeVirt v1.8.4 from its Go
-// module (hack/make/e2e.mk, docs/e2e.md). Not imported by the operator.
+// module (hack/make/e2e.mk, docs/dev/e2e.md). Not imported by the operator.
 module isochron.io/isochron/e2e/local/modules/kubevirt
 
 go 1.24.0

@@ -1,6 +1,6 @@
 //go:build tools
 
-// Package tools pins KubeVirt's components for the local e2e cluster (docs/e2e.md,
+// Package tools pins KubeVirt's components for the local e2e cluster (docs/dev/e2e.md,
 // stage 3): `go build` of these packages in this module builds virt-operator,
 // virt-api, virt-controller, virt-handler, virt-launcher and their helpers at the
 // version of go.mod, which must equal KUBEVIRT_VERSION in the Makefile.

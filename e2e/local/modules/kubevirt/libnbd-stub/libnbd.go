@@ -1,5 +1,5 @@
 // Package libnbd stands in for libnbd's Go bindings in the local e2e cluster's
-// virt-launcher (docs/e2e.md, stage 3). The Go module proxy does not serve
+// virt-launcher (docs/dev/e2e.md, stage 3). The Go module proxy does not serve
 // libguestfs.org/libnbd, and virt-launcher imports it only for KubeVirt's
 // changed-block-tracking backups (pkg/virt-launcher/virtwrap/storage/nbd_client.go),
 // which isochron's VMs do not use. It has exactly the API that file uses, and Create

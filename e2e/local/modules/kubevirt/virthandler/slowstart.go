@@ -7,7 +7,7 @@
 // longer (define about 10 s, start 11-16 s). The next sync pass then saw the domain
 // defined but Shutoff, deleted it as inactive ("Deleting inactive domain for vmi"),
 // the launcher's sidecars exited and the VMI failed ("containerdisk still not ready
-// after one minute"): 8 of 18 launcher pods in one whole e2e run (docs/e2e.md).
+// after one minute"): 8 of 18 launcher pods in one whole e2e run (docs/dev/e2e.md).
 // KubeVirt issue #17367 reports the same race; pull request #18545, merged after
 // v1.9.0, fixes it the same way: while the VMI is Scheduled and the domain Shutoff
 // with no reason yet, deletion waits, for a bounded time.
