@@ -21,7 +21,6 @@ limitations under the License.
 package build
 
 import (
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path"
@@ -32,6 +31,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"isochron.io/isochron/internal/dockerfile"
 )
 
 // images names each image and its program: build/<name>.Dockerfile ships the
@@ -40,83 +41,25 @@ var images = []string{"manager", "nic-agent", "rtprobe"}
 
 // extraFiles are, per image, the files of bin/ it ships besides its program: the COPY
 // that puts each where it belongs (after the program's), and who owns it there.
-var extraFiles = map[string][]struct{ src, dest, chown string }{
+var extraFiles = map[string][]struct {
+	src, dest string
+	uid, gid  int
+}{
 	// The probe agent's disk, a containerDisk for KubeVirt: readable by qemu (107).
-	"rtprobe": {{src: "agent.img", dest: "/disk/agent.img", chown: "107:107"}},
+	"rtprobe": {{src: "agent.img", dest: "/disk/agent.img", uid: 107, gid: 107}},
 }
 
-// instruction is one Dockerfile instruction: its keyword in upper case and the
-// rest of its (continuation-joined) line.
-type instruction struct {
-	cmd, args string
-}
-
-// parseDockerfile reads the instructions of a Dockerfile: comments and blank
-// lines dropped, lines ending in a backslash joined to the next.
-func parseDockerfile(t *testing.T, name string) []instruction {
+// parse reads build/<file> with the reader make docker-push builds the images from
+// (internal/dockerfile), which refuses what an image FROM scratch cannot hold: another
+// base image, a RUN, SHELL or shell-form ENTRYPOINT or CMD (there is no shell), a second
+// USER or ENTRYPOINT.
+func parse(t *testing.T, file string) *dockerfile.Recipe {
 	t.Helper()
-	data, err := os.ReadFile(name)
+	r, err := dockerfile.Parse(file, map[string]string{"VERSION": "v0.0.0-test"})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v: the images are FROM scratch, one static binary and its files, without a shell", err)
 	}
-	var out []instruction
-	var cur strings.Builder
-	for _, line := range strings.Split(string(data), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		if cont, ok := strings.CutSuffix(line, `\`); ok {
-			cur.WriteString(cont + " ")
-			continue
-		}
-		cur.WriteString(line)
-		cmd, args, _ := strings.Cut(cur.String(), " ")
-		out = append(out, instruction{cmd: strings.ToUpper(cmd), args: strings.TrimSpace(args)})
-		cur.Reset()
-	}
-	if cur.Len() > 0 {
-		t.Fatalf("%s: ends in a line continuation", name)
-	}
-	return out
-}
-
-// only returns the arguments of the one instruction cmd, failing if there is
-// not exactly one.
-func only(t *testing.T, name string, ins []instruction, cmd string) string {
-	t.Helper()
-	var found []string
-	for _, in := range ins {
-		if in.cmd == cmd {
-			found = append(found, in.args)
-		}
-	}
-	if len(found) != 1 {
-		t.Fatalf("%s: want exactly one %s, got %q", name, cmd, found)
-	}
-	return found[0]
-}
-
-// labels parses the key="value" pairs of every LABEL instruction.
-func labels(t *testing.T, name string, ins []instruction) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	for _, in := range ins {
-		if in.cmd != "LABEL" {
-			continue
-		}
-		rest := in.args
-		for rest = strings.TrimSpace(rest); rest != ""; rest = strings.TrimSpace(rest) {
-			key, after, ok := strings.Cut(rest, `="`)
-			end := strings.Index(after, `"`)
-			if !ok || end < 0 || strings.ContainsAny(key, " \t") {
-				t.Fatalf("%s: LABEL %q: want key=\"value\" pairs", name, in.args)
-			}
-			out[key] = after[:end]
-			rest = after[end+1:]
-		}
-	}
-	return out
+	return r
 }
 
 // nonRootID reports whether id is a numeric user or group id other than root's.
@@ -129,57 +72,36 @@ func TestDockerfiles(t *testing.T) {
 	for _, name := range images {
 		t.Run(name, func(t *testing.T) {
 			file := name + ".Dockerfile"
-			ins := parseDockerfile(t, file)
-
-			// Nothing to pull: the only stage starts from the empty image.
-			if from := only(t, file, ins, "FROM"); from != "scratch" {
-				t.Errorf("%s: FROM %s, want FROM scratch (no registry to pull a base image from)", file, from)
-			}
-			// No shell in a scratch image, so nothing may need one.
-			for _, in := range ins {
-				if in.cmd == "RUN" || in.cmd == "SHELL" || in.cmd == "CMD" && !strings.HasPrefix(in.args, "[") {
-					t.Errorf("%s: %s %s needs a shell, which FROM scratch has not", file, in.cmd, in.args)
-				}
-			}
+			r := parse(t, file)
 
 			// The static binary at the root, then the image's other files, nothing else.
-			want := [][]string{{name, "/" + name}}
+			want := []dockerfile.Copy{{Src: name, Dest: "/" + name}}
 			for _, f := range extraFiles[name] {
-				want = append(want, []string{"--chown=" + f.chown, f.src, f.dest})
+				want = append(want, dockerfile.Copy{Src: f.src, Dest: f.dest, UID: f.uid, GID: f.gid})
 			}
-			var copies [][]string
-			for _, in := range ins {
-				if in.cmd == "COPY" {
-					copies = append(copies, strings.Fields(in.args))
-				}
-			}
-			if diff := cmp.Diff(want, copies); diff != "" {
+			if diff := cmp.Diff(want, r.Copies); diff != "" {
 				t.Errorf("%s: COPY instructions (-want +got):\n%s", file, diff)
 			}
 
-			// Exec form, so it runs without a shell, of the binary just copied.
-			var entrypoint []string
-			if err := json.Unmarshal([]byte(only(t, file, ins, "ENTRYPOINT")), &entrypoint); err != nil {
-				t.Errorf("%s: ENTRYPOINT is not exec form (a JSON array): %v", file, err)
-			} else if len(entrypoint) == 0 || entrypoint[0] != "/"+name {
-				t.Errorf("%s: ENTRYPOINT %q, want [%q]", file, entrypoint, "/"+name)
+			// Exec form (Parse refuses another), so it runs without a shell, of the binary
+			// just copied.
+			if len(r.Entrypoint) == 0 || r.Entrypoint[0] != "/"+name {
+				t.Errorf("%s: ENTRYPOINT %q, want [%q]", file, r.Entrypoint, "/"+name)
 			}
 
 			// uid:gid, both numeric (no /etc/passwd; runAsNonRoot checks only
 			// numeric users) and neither root.
-			user := only(t, file, ins, "USER")
-			uid, gid, ok := strings.Cut(user, ":")
+			uid, gid, ok := strings.Cut(r.User, ":")
 			if !ok || !nonRootID(uid) || !nonRootID(gid) {
-				t.Errorf("%s: USER %s, want numeric non-root uid:gid", file, user)
+				t.Errorf("%s: USER %s, want numeric non-root uid:gid", file, r.User)
 			}
 
-			got := labels(t, file, ins)
 			for _, key := range []string{"source", "title", "description", "licenses"} {
-				if got["org.opencontainers.image."+key] == "" {
+				if r.Labels["org.opencontainers.image."+key] == "" {
 					t.Errorf("%s: no LABEL org.opencontainers.image.%s", file, key)
 				}
 			}
-			if l := got["org.opencontainers.image.licenses"]; l != "Apache-2.0" {
+			if l := r.Labels["org.opencontainers.image.licenses"]; l != "Apache-2.0" {
 				t.Errorf("%s: licenses %q, want Apache-2.0", file, l)
 			}
 		})
@@ -242,12 +164,12 @@ func TestMakeDockerBuild(t *testing.T) {
 			context, copied := filepath.Split(cp[2])
 			context = filepath.Clean(context)
 
-			dockerfile := "build/" + name + ".Dockerfile"
-			docker := find(t, "docker build -f "+dockerfile, func(f []string) bool {
-				return slices.Contains(f, "docker") && after(f, "-f") == dockerfile
+			dockerfilePath := "build/" + name + ".Dockerfile"
+			docker := find(t, "docker build -f "+dockerfilePath, func(f []string) bool {
+				return slices.Contains(f, "docker") && after(f, "-f") == dockerfilePath
 			})
 			if got := docker[len(docker)-1]; got != context {
-				t.Errorf("docker build -f %s uses context %s, want %s (where the binary is copied)", dockerfile, got, context)
+				t.Errorf("docker build -f %s uses context %s, want %s (where the binary is copied)", dockerfilePath, got, context)
 			}
 			// The binary reports the version the image is tagged with (internal/version).
 			var reported string
@@ -263,15 +185,8 @@ func TestMakeDockerBuild(t *testing.T) {
 				return len(f) == 3 && f[0] == "rm" && f[1] == "-rf" && f[2] == context
 			})
 
-			ins := parseDockerfile(t, name+".Dockerfile")
-			var firstCopy string
-			for _, in := range ins {
-				if in.cmd == "COPY" && firstCopy == "" {
-					firstCopy = in.args
-				}
-			}
-			if src := strings.Fields(firstCopy); len(src) == 0 || src[0] != copied {
-				t.Errorf("%s copies %q first, but make puts %s in its context as %q", dockerfile, src, bin, copied)
+			if src := parse(t, name+".Dockerfile").Copies[0].Src; src != copied {
+				t.Errorf("%s copies %q first, but make puts %s in its context as %q", dockerfilePath, src, bin, copied)
 			}
 			// The other files come from bin/, where make build writes them.
 			for _, f := range extraFiles[name] {

@@ -32,6 +32,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"isochron.io/isochron/internal/dockerfile"
 )
 
 // epoch is every file's mtime and the image's creation time: an image depends only on
@@ -44,7 +46,7 @@ var machines = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AA
 
 // buildIndex builds the image r describes for each platform, from that platform's
 // context, and returns their OCI image index, annotated with the images' labels.
-func buildIndex(r *recipe, ctxs contexts) (v1.ImageIndex, error) {
+func buildIndex(r *dockerfile.Recipe, ctxs contexts) (v1.ImageIndex, error) {
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	for _, c := range ctxs {
 		img, err := buildImage(r, c)
@@ -54,7 +56,7 @@ func buildIndex(r *recipe, ctxs contexts) (v1.ImageIndex, error) {
 		p := c.platform
 		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &p}})
 	}
-	annotated, ok := mutate.Annotations(idx, r.labels).(v1.ImageIndex)
+	annotated, ok := mutate.Annotations(idx, r.Labels).(v1.ImageIndex)
 	if !ok {
 		return nil, fmt.Errorf("annotating the index")
 	}
@@ -64,7 +66,7 @@ func buildIndex(r *recipe, ctxs contexts) (v1.ImageIndex, error) {
 // buildImage builds one platform's image: one layer with the files r copies (parent
 // directories and files owned as COPY --chown says, modes as in the context, mtime 0)
 // and r's user, entrypoint and labels.
-func buildImage(r *recipe, c platformContext) (v1.Image, error) {
+func buildImage(r *dockerfile.Recipe, c platformContext) (v1.Image, error) {
 	layerTar, err := layer(r, c)
 	if err != nil {
 		return nil, err
@@ -89,20 +91,20 @@ func buildImage(r *recipe, c platformContext) (v1.Image, error) {
 	cf = cf.DeepCopy()
 	cf.Created = v1.Time{Time: epoch}
 	cf.OS, cf.Architecture, cf.Variant, cf.OSVersion = c.platform.OS, c.platform.Architecture, c.platform.Variant, c.platform.OSVersion
-	cf.Config.User = r.user
-	cf.Config.Entrypoint = r.entrypoint
-	cf.Config.Cmd = r.cmd
-	cf.Config.Labels = r.labels
+	cf.Config.User = r.User
+	cf.Config.Entrypoint = r.Entrypoint
+	cf.Config.Cmd = r.Cmd
+	cf.Config.Labels = r.Labels
 	return mutate.ConfigFile(img, cf)
 }
 
 // layer writes the tar of r's files from context c.
-func layer(r *recipe, c platformContext) ([]byte, error) {
+func layer(r *dockerfile.Recipe, c platformContext) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	dirs := map[string]bool{"/": true}
-	for _, f := range r.copies {
-		src := filepath.Join(c.dir, f.src)
+	for _, f := range r.Copies {
+		src := filepath.Join(c.dir, f.Src)
 		if err := checkMachine(src, c.platform.Architecture); err != nil {
 			return nil, err
 		}
@@ -116,20 +118,20 @@ func layer(r *recipe, c platformContext) ([]byte, error) {
 		}
 		// Parent directories first, as COPY creates them: owned by its --chown.
 		var parents []string
-		for d := path.Dir(f.dest); !dirs[d]; d = path.Dir(d) {
+		for d := path.Dir(f.Dest); !dirs[d]; d = path.Dir(d) {
 			parents = append([]string{d}, parents...)
 			dirs[d] = true
 		}
 		for _, d := range parents {
 			if err := tw.WriteHeader(&tar.Header{
-				Typeflag: tar.TypeDir, Name: d[1:] + "/", Mode: 0o755, Uid: f.uid, Gid: f.gid, ModTime: epoch, Format: tar.FormatPAX,
+				Typeflag: tar.TypeDir, Name: d[1:] + "/", Mode: 0o755, Uid: f.UID, Gid: f.GID, ModTime: epoch, Format: tar.FormatPAX,
 			}); err != nil {
 				return nil, err
 			}
 		}
 		if err := tw.WriteHeader(&tar.Header{
-			Typeflag: tar.TypeReg, Name: f.dest[1:], Size: int64(len(data)), Mode: int64(st.Mode().Perm()),
-			Uid: f.uid, Gid: f.gid, ModTime: epoch, Format: tar.FormatPAX,
+			Typeflag: tar.TypeReg, Name: f.Dest[1:], Size: int64(len(data)), Mode: int64(st.Mode().Perm()),
+			Uid: f.UID, Gid: f.GID, ModTime: epoch, Format: tar.FormatPAX,
 		}); err != nil {
 			return nil, err
 		}

@@ -23,7 +23,8 @@ limitations under the License.
 //	  -digests dist/digests.txt manager nic-agent rtprobe
 //
 // Each image NAME is what build/NAME.Dockerfile says (the one source of an image's files,
-// user, entrypoint and labels, which `make docker-build` builds with a Docker engine), its
+// user, entrypoint and labels, which `make docker-build` builds with a Docker engine; read
+// by internal/dockerfile, as build/dockerfile_test.go checks it), its
 // files taken from each platform's context directory. It is pushed as
 // REGISTRY/NAME:VERSION; the index digests are written to -digests, one
 // REGISTRY/NAME:VERSION@sha256:... a line, for make build-installer. Credentials come from
@@ -45,6 +46,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"isochron.io/isochron/internal/dockerfile"
 )
 
 // contexts is the repeated -context PLATFORM=DIR flag.
@@ -99,7 +102,7 @@ func run(ctx context.Context, registry, version, dockerfiles, digestsFile string
 		if err != nil {
 			return fmt.Errorf("image %s: %w", n, err)
 		}
-		r, err := parseDockerfile(filepath.Join(dockerfiles, n+".Dockerfile"), map[string]string{"VERSION": version})
+		r, err := dockerfile.Parse(filepath.Join(dockerfiles, n+".Dockerfile"), map[string]string{"VERSION": version})
 		if err != nil {
 			return err
 		}
