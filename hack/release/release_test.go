@@ -29,6 +29,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -44,6 +45,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"go.yaml.in/yaml/v3"
+
+	"isochron.io/isochron/hack/release/internal/imageref"
 )
 
 const version = "v0.0.0-release-test"
@@ -75,10 +78,13 @@ func TestReleaseFromOneSource(t *testing.T) {
 	runMake(t, "docker-push", "build-installer", "REGISTRY="+registry, "VERSION="+version,
 		"DIST="+dist, "RELEASE_BIN="+filepath.Join(tmp, "bin"))
 
-	digests := readDigests(t, filepath.Join(dist, "digests.txt"))
+	digests, err := imageref.ReadDigests(filepath.Join(dist, "digests.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for n, files := range images {
 		t.Run(n, func(t *testing.T) {
-			ref := registry + "/" + n + ":" + version
+			ref := imageref.Ref(registry, n, version)
 			checkIndex(t, ref, digests[ref], n, files)
 		})
 	}
@@ -86,7 +92,7 @@ func TestReleaseFromOneSource(t *testing.T) {
 	t.Run("install.yaml names every image by the digest pushed", func(t *testing.T) {
 		want := map[string]string{}
 		for n := range images {
-			ref := registry + "/" + n + ":" + version
+			ref := imageref.Ref(registry, n, version)
 			want[n] = ref + "@" + digests[ref]
 		}
 		got := installImages(t, filepath.Join(dist, "install.yaml"))
@@ -145,21 +151,6 @@ func runMake(t *testing.T, args ...string) {
 	if err != nil {
 		t.Fatalf("make %s: %v", strings.Join(args, " "), err)
 	}
-}
-
-// readDigests reads the REF@DIGEST lines make docker-push wrote.
-func readDigests(t *testing.T, file string) map[string]string {
-	t.Helper()
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	digests := map[string]string{}
-	for _, line := range strings.Fields(string(data)) {
-		ref, d, _ := strings.Cut(line, "@")
-		digests[ref] = d
-	}
-	return digests
 }
 
 // checkIndex checks that ref is an OCI image index of digest with one image for each
@@ -289,9 +280,7 @@ func installImages(t *testing.T, file string) map[string]string {
 	}
 	got := map[string]string{}
 	add := func(ref string) {
-		repo, _, _ := strings.Cut(ref, "@")
-		repo = repo[strings.LastIndex(repo, "/")+1:]
-		repo, _, _ = strings.Cut(repo, ":")
+		repo := path.Base(imageref.Repository(ref))
 		if prev, ok := got[repo]; ok && prev != ref {
 			t.Errorf("install.yaml names %s and %s", prev, ref)
 		}
@@ -323,7 +312,7 @@ func installImages(t *testing.T, file string) map[string]string {
 		for _, c := range slices.Concat(spec.Containers, spec.InitContainers) {
 			add(c.Image)
 			for _, a := range c.Args {
-				if image, ok := strings.CutPrefix(a, "--probe-image="); ok {
+				if image, ok := strings.CutPrefix(a, imageref.ProbeImageArg); ok {
 					add(image)
 				}
 			}

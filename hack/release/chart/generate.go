@@ -26,6 +26,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"isochron.io/isochron/hack/release/internal/imageref"
 )
 
 // source is what the chart is made from.
@@ -49,7 +51,6 @@ const (
 	// the object) leave it.
 	annotationResourcePolicy = "helm.sh/resource-policy"
 	managedByKustomize       = "kustomize"
-	probeImageArg            = "--probe-image="
 )
 
 // kept are the components helm uninstall leaves, as make undeploy does: the API (the
@@ -186,14 +187,11 @@ func (g *generator) object(doc *yaml.Node, dir string, monitoring bool) (string,
 	return fmt.Sprintf("%s/%s-%s.yaml", dir, strings.ToLower(kind), name), []byte(text), nil
 }
 
-// containerLists are the keys of a pod spec's lists of containers.
-var containerLists = map[string]bool{"containers": true, "initContainers": true, "ephemeralContainers": true}
-
-// images sets every container's image, and every --probe-image= argument, under n to
-// the chart's image of its repository.
+// images sets every container's image, and every --probe-image= argument, under n
+// (imageref.Each) to the chart's image of its repository.
 func (g *generator) images(n *yaml.Node) {
-	image := func(v *yaml.Node, prefix string) {
-		src := repository(strings.TrimPrefix(v.Value, prefix))
+	imageref.Each(n, func(v *yaml.Node, prefix string) {
+		src := imageref.Repository(strings.TrimPrefix(v.Value, prefix))
 		name, ok := g.source.images[src]
 		if !ok {
 			g.unknown = append(g.unknown, v.Value)
@@ -201,29 +199,7 @@ func (g *generator) images(n *yaml.Node) {
 		}
 		g.used[src] = true
 		*v = *g.placeholder(placeholder{inline: prefix + fmt.Sprintf(`{{ include "isochron.image" (dict "root" $ "name" %q) }}`, name)})
-	}
-	switch n.Kind {
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			if containerLists[k.Value] && v.Kind == yaml.SequenceNode {
-				for _, c := range v.Content {
-					if im := get(c, "image"); im != nil && im.Kind == yaml.ScalarNode {
-						image(im, "")
-					}
-				}
-			}
-			g.images(v)
-		}
-	case yaml.SequenceNode:
-		for _, item := range n.Content {
-			if item.Kind == yaml.ScalarNode && strings.HasPrefix(item.Value, probeImageArg) {
-				image(item, probeImageArg)
-				continue
-			}
-			g.images(item)
-		}
-	}
+	})
 }
 
 // podSpec gives the pod template of config/default's Deployment or DaemonSet the
@@ -388,15 +364,6 @@ func indent(text, prefix string) string {
 		return " {}"
 	}
 	return "\n" + prefix + strings.ReplaceAll(text, "\n", "\n"+prefix)
-}
-
-// repository is image without its digest and tag.
-func repository(image string) string {
-	image, _, _ = strings.Cut(image, "@")
-	if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
-		image = image[:i]
-	}
-	return image
 }
 
 func decode(build []byte) ([]*yaml.Node, error) {

@@ -38,6 +38,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"isochron.io/isochron/hack/release/internal/imageref"
 )
 
 // images is the repeated -image SOURCE=NAME flag.
@@ -83,7 +85,7 @@ func run(imgs images, registry, version, digestsFile, defaultBuild, monitoringBu
 	if err != nil {
 		return err
 	}
-	digests, err := readDigests(digestsFile, registry, version)
+	digests, err := readDigests(digestsFile, imgs, registry, version)
 	if err != nil {
 		return err
 	}
@@ -115,30 +117,16 @@ func run(imgs images, registry, version, digestsFile, defaultBuild, monitoringBu
 	return nil
 }
 
-// readDigests returns, by image name, the digests file holds for
-// REGISTRY/NAME:VERSION (what make docker-push pushed for this release).
-func readDigests(file, registry, version string) (map[string]string, error) {
-	digests := map[string]string{}
-	if file == "" {
-		return digests, nil
-	}
-	data, err := os.ReadFile(file)
-	if os.IsNotExist(err) {
-		return digests, nil
-	}
+// readDigests returns, by the chart's image names (the values of imgs), the digests file
+// holds for REGISTRY/NAME:VERSION (what make docker-push pushed for this release).
+func readDigests(file string, imgs images, registry, version string) (map[string]string, error) {
+	all, err := imageref.ReadDigests(file)
 	if err != nil {
 		return nil, err
 	}
-	for _, line := range strings.Fields(string(data)) {
-		ref, d, ok := strings.Cut(line, "@")
-		if !ok || !strings.HasPrefix(d, "sha256:") || len(d) != len("sha256:")+64 {
-			return nil, fmt.Errorf("%s: %q is not REF@sha256:<64 hex digits>", file, line)
-		}
-		name, ok := strings.CutPrefix(ref, registry+"/")
-		if !ok {
-			continue
-		}
-		if name, ok = strings.CutSuffix(name, ":"+version); ok && !strings.Contains(name, "/") {
+	digests := map[string]string{}
+	for _, name := range imgs {
+		if d, ok := all[imageref.Ref(registry, name, version)]; ok {
 			digests[name] = d
 		}
 	}

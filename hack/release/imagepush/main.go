@@ -39,7 +39,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -47,6 +46,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"isochron.io/isochron/hack/release/internal/imageref"
 	"isochron.io/isochron/internal/dockerfile"
 )
 
@@ -98,7 +98,7 @@ func main() {
 func run(ctx context.Context, registry, version, dockerfiles, digestsFile string, ctxs contexts, names []string) error {
 	var pushed []string
 	for _, n := range names {
-		ref, err := name.NewTag(registry + "/" + n + ":" + version)
+		ref, err := name.NewTag(imageref.Ref(registry, n, version))
 		if err != nil {
 			return fmt.Errorf("image %s: %w", n, err)
 		}
@@ -123,15 +123,7 @@ func run(ctx context.Context, registry, version, dockerfiles, digestsFile string
 	if digestsFile == "" {
 		return nil
 	}
-	sort.Strings(pushed)
-	if err := os.MkdirAll(filepath.Dir(digestsFile), 0o755); err != nil {
-		return err
-	}
-	tmp := digestsFile + ".tmp"
-	if err := os.WriteFile(tmp, []byte(strings.Join(pushed, "\n")+"\n"), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, digestsFile)
+	return imageref.WriteDigests(digestsFile, pushed)
 }
 
 func platformsOf(ctxs contexts) string {

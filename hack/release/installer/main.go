@@ -29,12 +29,13 @@ limitations under the License.
 package main
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+
+	"isochron.io/isochron/hack/release/internal/imageref"
 )
 
 // images is the repeated -image SOURCE=REF flag.
@@ -67,7 +68,7 @@ func main() {
 }
 
 func run(imgs images, digestsFile string, in io.Reader, out io.Writer) error {
-	digests, err := readDigests(digestsFile)
+	digests, err := imageref.ReadDigests(digestsFile)
 	if err != nil {
 		return err
 	}
@@ -91,33 +92,4 @@ func run(imgs images, digestsFile string, in io.Reader, out io.Writer) error {
 	}
 	_, err = out.Write(rewritten)
 	return err
-}
-
-// readDigests reads the REF@DIGEST lines of file into a map from REF to DIGEST.
-func readDigests(file string) (map[string]string, error) {
-	digests := map[string]string{}
-	if file == "" {
-		return digests, nil
-	}
-	f, err := os.Open(file)
-	if os.IsNotExist(err) {
-		return digests, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		line := strings.TrimSpace(s.Text())
-		if line == "" {
-			continue
-		}
-		ref, d, ok := strings.Cut(line, "@")
-		if !ok || !strings.HasPrefix(d, "sha256:") || len(d) != len("sha256:")+64 {
-			return nil, fmt.Errorf("%s: %q is not REF@sha256:<64 hex digits>", file, line)
-		}
-		digests[ref] = d
-	}
-	return digests, s.Err()
 }

@@ -25,26 +25,26 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"isochron.io/isochron/hack/release/internal/imageref"
 )
 
-// probeImageArg is the manager's argument that names the rtprobe image its probe Jobs
-// and agent disks run (and the admission policy isochron-manager-probe-image admits).
-const probeImageArg = "--probe-image="
-
 // rewrite sets, in every document of the YAML stream in, the image of each container
-// (containers, initContainers, ephemeralContainers) and each --probe-image= argument to refs[its repository]. It fails on an image refs does not
+// (containers, initContainers, ephemeralContainers) and each --probe-image= argument
+// (imageref.Each) to refs[its repository]. It fails on an image refs does not
 // name, and on an entry of refs no image used.
 func rewrite(in []byte, refs map[string]string) ([]byte, error) {
 	used := map[string]bool{}
 	var unknown []string
-	replace := func(image string) (string, bool) {
-		ref, ok := refs[repository(image)]
+	replace := func(v *yaml.Node, prefix string) {
+		image := strings.TrimPrefix(v.Value, prefix)
+		ref, ok := refs[imageref.Repository(image)]
 		if !ok {
 			unknown = append(unknown, image)
-			return image, false
+			return
 		}
-		used[repository(image)] = true
-		return ref, true
+		used[imageref.Repository(image)] = true
+		v.Value, v.Style = prefix+ref, 0
 	}
 
 	var out bytes.Buffer
@@ -60,7 +60,7 @@ func rewrite(in []byte, refs map[string]string) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reading the kustomize build: %w", err)
 		}
-		walk(&doc, replace)
+		imageref.Each(&doc, replace)
 		if err := enc.Encode(&doc); err != nil {
 			return nil, err
 		}
@@ -82,62 +82,4 @@ func rewrite(in []byte, refs map[string]string) ([]byte, error) {
 		return nil, fmt.Errorf("no image of the build is of %s: does config/ still name it so?", strings.Join(unused, ", "))
 	}
 	return out.Bytes(), nil
-}
-
-// containerLists are the keys of a pod spec's lists of containers.
-var containerLists = map[string]bool{"containers": true, "initContainers": true, "ephemeralContainers": true}
-
-// walk calls replace on the image of every container, and every --probe-image= item of
-// a list, under n, and sets what it returns.
-func walk(n *yaml.Node, replace func(string) (string, bool)) {
-	switch n.Kind {
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			if containerLists[k.Value] && v.Kind == yaml.SequenceNode {
-				for _, c := range v.Content {
-					setImage(c, replace)
-				}
-			}
-			walk(v, replace)
-		}
-	case yaml.SequenceNode:
-		for _, item := range n.Content {
-			if image, ok := strings.CutPrefix(item.Value, probeImageArg); ok && item.Kind == yaml.ScalarNode {
-				if ref, ok := replace(image); ok {
-					item.Value, item.Style = probeImageArg+ref, 0
-				}
-				continue
-			}
-			walk(item, replace)
-		}
-	case yaml.DocumentNode:
-		for _, c := range n.Content {
-			walk(c, replace)
-		}
-	}
-}
-
-// setImage replaces the image of container c.
-func setImage(c *yaml.Node, replace func(string) (string, bool)) {
-	if c.Kind != yaml.MappingNode {
-		return
-	}
-	for i := 0; i+1 < len(c.Content); i += 2 {
-		if k, v := c.Content[i], c.Content[i+1]; k.Value == "image" && v.Kind == yaml.ScalarNode {
-			if ref, ok := replace(v.Value); ok {
-				v.Value, v.Style = ref, 0
-			}
-		}
-	}
-}
-
-// repository is image without its digest and tag: isochron/manager of
-// isochron/manager:v0.1.0, localhost:5000/manager of localhost:5000/manager@sha256:...
-func repository(image string) string {
-	image, _, _ = strings.Cut(image, "@")
-	if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
-		image = image[:i]
-	}
-	return image
 }

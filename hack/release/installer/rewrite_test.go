@@ -19,8 +19,6 @@ package main
 import (
 	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 )
 
 const deployment = `apiVersion: apps/v1
@@ -95,19 +93,5 @@ func TestRewrite(t *testing.T) {
 				t.Errorf("documents not separated:\n%s", got)
 			}
 		})
-	}
-}
-
-func TestRepository(t *testing.T) {
-	for in, want := range map[string]string{
-		"isochron/manager:v0.1.0":               "isochron/manager",
-		"isochron/manager":                      "isochron/manager",
-		"localhost:5000/isochron/manager":       "localhost:5000/isochron/manager",
-		"localhost:5000/manager:v1@sha256:abcd": "localhost:5000/manager",
-		"ghcr.io/isochron/rtprobe@sha256:abcd":  "ghcr.io/isochron/rtprobe",
-	} {
-		if diff := cmp.Diff(want, repository(in)); diff != "" {
-			t.Errorf("repository(%q) (-want +got):\n%s", in, diff)
-		}
 	}
 }
