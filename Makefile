@@ -186,17 +186,20 @@ build: ## Build the manager, isochronctl, nic-agent and rtprobe static (CGO_ENAB
 	$(GO_BUILD) -o $(LOCALBIN)/isochronctl ./cmd/isochronctl
 	$(GO_BUILD) -o $(LOCALBIN)/nic-agent ./cmd/nic-agent
 	$(GO_BUILD) -o $(LOCALBIN)/rtprobe ./cmd/rtprobe
-	# The agent's disk (rtprobe's /disk/agent.img, a VMI's containerDisk): the static
-	# rtprobe itself, padded to whole 512-byte sectors, read-only for qemu (107), as
-	# KubeVirt asks of a containerDisk. The guest copies it out and runs it.
-	rm -f $(LOCALBIN)/agent.img
-	cp $(LOCALBIN)/rtprobe $(LOCALBIN)/agent.img
-	truncate -s %512 $(LOCALBIN)/agent.img
-	chmod 0440 $(LOCALBIN)/agent.img
+	$(call agent-disk,$(LOCALBIN))
+
+# $(call agent-disk,DIR): the probe agent's disk DIR/agent.img (rtprobe's
+# /disk/agent.img, a VMI's containerDisk) from DIR/rtprobe, as make build and make
+# release-binaries write it: the static rtprobe itself, padded to whole 512-byte sectors,
+# read-only for qemu (107), as KubeVirt asks of a containerDisk. The guest copies it out
+# and runs it. One shell command, for use inside a recipe's loop too.
+agent-disk = rm -f $(1)/agent.img && cp $(1)/rtprobe $(1)/agent.img && truncate -s %512 $(1)/agent.img && chmod 0440 $(1)/agent.img
 
 # The kubectl plugin's builds (make kubectl-plugin): OS/arch pairs, each a tar.gz in dist/.
+# Built as every binary of ours, so that kubectl isochron version reports the build
+# (internal/version) as the manager does.
 PLUGIN_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
-PLUGIN_BUILD = CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)"
+PLUGIN_BUILD = $(GO_BUILD)
 
 .PHONY: kubectl-plugin
 kubectl-plugin: ## Build kubectl-isochron (VERSION) for linux and darwin, amd64 and arm64, as dist/kubectl-isochron-<os>-<arch>.tar.gz, and dist/isochron.yaml, krew's manifest (plugins/isochron.yaml) with their sha256.

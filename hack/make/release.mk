@@ -8,7 +8,8 @@
 # dist/install.yaml and dist/monitoring.yaml, every image REGISTRY/NAME:VERSION, pinned by
 # digest when RELEASE_DIGESTS has it (hack/release/installer). The tools are the separate
 # module hack/release, which pins go-containerregistry. Expects LOCALBIN, GO, VERSION,
-# REGISTRY, KUSTOMIZE and RUNBOOK_BASE from the main Makefile.
+# REGISTRY, KUSTOMIZE, RUNBOOK_BASE, GO_BUILD (the binaries as make build builds them)
+# and agent-disk from the main Makefile.
 DIST ?= dist
 RELEASE_PLATFORMS ?= linux/amd64 linux/arm64
 # The cross-compiled binaries and agent disk, one directory a platform (linux-arm64/...).
@@ -18,8 +19,6 @@ RELEASE_DIGESTS ?= $(DIST)/digests.txt
 # config/nic-agent, the manager's --probe-image): build-installer replaces those.
 RELEASE_IMAGES := manager=isochron/manager nic-agent=isochron/nic-agent rtprobe=isochron/rtprobe
 RELEASE_NAMES = $(foreach i,$(RELEASE_IMAGES),$(firstword $(subst =, ,$(i))))
-# The binaries as make build builds them (GO_BUILD, where the main Makefile has one).
-RELEASE_GO_BUILD = $(or $(GO_BUILD),CGO_ENABLED=0 $(GO) build -trimpath)
 RELEASE_TOOL = cd hack/release && $(GO) run
 
 .PHONY: release-binaries
@@ -28,9 +27,9 @@ release-binaries: ## Cross-compile the images' binaries (CGO_ENABLED=0) and the 
 		os=$${p%%/*}; arch=$${p#*/}; dir=$(abspath $(RELEASE_BIN))/$$os-$$arch; mkdir -p $$dir; \
 		for name in $(RELEASE_NAMES); do \
 			echo "GOOS=$$os GOARCH=$$arch go build -o $$dir/$$name ./cmd/$$name"; \
-			GOOS=$$os GOARCH=$$arch $(RELEASE_GO_BUILD) -o $$dir/$$name ./cmd/$$name; \
+			GOOS=$$os GOARCH=$$arch $(GO_BUILD) -o $$dir/$$name ./cmd/$$name; \
 		done; \
-		rm -f $$dir/agent.img; cp $$dir/rtprobe $$dir/agent.img; truncate -s %512 $$dir/agent.img; chmod 0440 $$dir/agent.img; \
+		$(call agent-disk,$$dir); \
 	done
 
 .PHONY: docker-push
