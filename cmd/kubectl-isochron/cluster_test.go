@@ -259,6 +259,7 @@ spec:
 func TestVersionCommand(t *testing.T) {
 	needCluster(t)
 	ctx := context.Background()
+	setVersion(t, "dev")
 	code, out, errOut := on(t, "default", "version")
 	if code != exitOK || out != "kubectl-isochron: dev\nmanager: not installed (no Deployment isochron-system/isochron-controller-manager)\n" {
 		t.Errorf("without a manager: exit %d, stdout %q, stderr %q", code, out, errOut)

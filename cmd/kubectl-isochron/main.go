@@ -18,10 +18,6 @@ import (
 	"isochron.io/isochron/internal/cli"
 )
 
-// version is the plugin's version, set at build time:
-// -ldflags "-X main.version=v0.2.0" (make kubectl-plugin).
-var version = "dev"
-
 // Exit codes, as isochronctl's: 2 invalid input, 3 some crawler of a plan not placed.
 const (
 	exitOK        = 0

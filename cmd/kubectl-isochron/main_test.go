@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/version"
 )
 
 // runArgs runs the plugin with args and returns its exit status and outputs.
@@ -47,6 +49,25 @@ func TestUsage(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, errOut, exitInvalid, tc.want)
 			}
 		})
+	}
+}
+
+// setVersion sets the build's version for the test, as make's -ldflags -X
+// isochron.io/isochron/internal/version.Version=... does.
+func setVersion(t *testing.T, v string) {
+	t.Helper()
+	before := version.Version
+	version.Version = v
+	t.Cleanup(func() { version.Version = before })
+}
+
+// The plugin reports the version internal/version holds, as the manager does; it says so
+// before it reaches for the cluster, so even without one.
+func TestVersionIsTheBuilds(t *testing.T) {
+	setVersion(t, "v0.3.1-g0c0f4edab428")
+	code, out, errOut := runArgs("version", "--kubeconfig", filepath.Join(t.TempDir(), "none"))
+	if first, _, _ := strings.Cut(out, "\n"); first != "kubectl-isochron: v0.3.1-g0c0f4edab428" {
+		t.Errorf("exit %d, stdout %q, stderr %q; want it to start with the build's version", code, out, errOut)
 	}
 }
 

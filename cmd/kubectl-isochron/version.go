@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"isochron.io/isochron/internal/cli"
+	"isochron.io/isochron/internal/version"
 )
 
 // The manager's Deployment as config/default installs it.
@@ -24,7 +25,9 @@ func newVersion(o *options) *cobra.Command {
 		Short: "Print the plugin's version and the manager's (its Deployment's image tag)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintf(o.streams.Out, "kubectl-isochron: %s\n", version)
+			// The build's version, as every binary of isochron reports it (internal/version:
+			// make kubectl-plugin sets it with the Makefile's GO_LDFLAGS).
+			fmt.Fprintf(o.streams.Out, "kubectl-isochron: %s\n", version.Get().Version)
 			c, _, err := o.client()
 			if err != nil {
 				return err
