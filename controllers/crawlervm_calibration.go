@@ -30,35 +30,35 @@ import (
 // crawler holds. An inconclusive, failed or timed-out probe, or one of a VMI that no
 // longer runs, does not count. It returns an error only when the sample could not be
 // written; the caller then records the result later, and the sample with it.
-func (r *CrawlerVMReconciler) calibrate(ctx context.Context, cvm *isov1.CrawlerVM, res *isov1.ProbeResult, running *kubevirtv1.VirtualMachineInstance) error {
+func (r *CrawlerVMReconciler) calibrate(ctx context.Context, s *scope, res *isov1.ProbeResult, running *kubevirtv1.VirtualMachineInstance) error {
+	cvm := s.cvm
 	if (res.Verdict != isov1.VerdictConfirmed && res.Verdict != isov1.VerdictRefuted) || res.IntervalError == nil ||
 		running == nil || string(running.UID) != res.VMIUID || cvm.Status.Placement == nil {
 		return nil
 	}
 	node := cvm.Status.Placement.Node
-	inv, err := r.placer.gather(ctx)
+	n, err := s.node(ctx, node)
 	if err != nil {
 		return err
 	}
-	key := cvm.Namespace + "/" + cvm.Name
-	pred, ok := inv.predict(key)
-	before, known := inv.calibration[node]
-	if !ok || !known {
-		return nil // the node is gone
+	key := s.key()
+	pred, ok, err := r.placer.Predict(ctx, n, key)
+	if err != nil || !ok {
+		return err // !ok: the node is gone
 	}
 	// The model's own prediction for what the node holds now: the ratio is to the model,
 	// not to the correction already applied, so that corrections do not compound.
 	predicted := pred.Uncorrected.Round(time.Microsecond)
 	measured := res.IntervalError.AtObjective.Duration
-	s := calibration.Sample{
+	sample := calibration.Sample{
 		Job: res.Job, Crawler: key, At: r.clock.Now(), Measured: measured, Predicted: predicted,
 		Ratio: calibration.Ratio(measured, predicted, cvm.Spec.ErrorBudget.Tolerance.Duration),
 	}
-	cal, err := r.recordSample(ctx, node, before.profile, s)
+	cal, err := r.recordSample(ctx, node, pred.Profile, sample)
 	if err != nil || cal == nil {
 		return err
 	}
-	profile := before.profile
+	profile := pred.Profile
 	if profile != nil {
 		if profile, err = r.updateClass(ctx, profile.Name); err != nil {
 			return err
@@ -66,11 +66,11 @@ func (r *CrawlerVMReconciler) calibrate(ctx context.Context, cvm *isov1.CrawlerV
 	}
 	after := inventory.Correction(profile, cal)
 	r.metrics.calibrationSamples.WithLabelValues(string(res.Verdict)).Inc()
-	if after.Correction != before.correction {
+	if after.Correction != pred.Correction {
 		r.Recorder.Eventf(cvm, corev1.EventTypeNormal, isov1.EventReasonRecalibrated,
 			"Probe Job %s measured %s against the model's %s on node %s (ratio %s): the node's correction is now %s, %s; was %s",
-			res.Job, format.Duration(measured), format.Duration(predicted), node, calibration.Format(s.Ratio),
-			calibration.Format(after.Correction), after, calibration.Format(before.correction))
+			res.Job, format.Duration(measured), format.Duration(predicted), node, calibration.Format(sample.Ratio),
+			calibration.Format(after.Correction), after, calibration.Format(pred.Correction))
 	}
 	return nil
 }

@@ -2,17 +2,13 @@ package controllers
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,9 +16,9 @@ import (
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/access"
-	"isochron.io/isochron/internal/ledger"
 	"isochron.io/isochron/internal/move"
 	"isochron.io/isochron/internal/nodebooks"
+	"isochron.io/isochron/internal/placer"
 	"isochron.io/isochron/internal/readiness"
 	"isochron.io/isochron/internal/slo"
 	"isochron.io/isochron/probes/credential"
@@ -87,101 +83,15 @@ type CrawlerVMReconciler struct {
 	liveness *liveness
 
 	metrics *metrics
-	// placer decides where crawlers go and holds their reservations.
-	placer *placer
-}
-
-// Option sets up a CrawlerVMReconciler (Kueue's style: WithClock and the like).
-type Option func(*CrawlerVMReconciler)
-
-// WithConcurrency reconciles up to n crawlers at once (default 1).
-func WithConcurrency(n int) Option { return func(r *CrawlerVMReconciler) { r.concurrency = n } }
-
-// WithProbes sets the probe Jobs' image and timing (default slo.DefaultOptions).
-func WithProbes(o slo.Options) Option { return func(r *CrawlerVMReconciler) { r.probes = o } }
-
-// WithClock tells the reconciler the time: tests pass a fake clock to step through
-// schedules, backoffs and rate limits without sleeping.
-func WithClock(c clock.PassiveClock) Option { return func(r *CrawlerVMReconciler) { r.clock = c } }
-
-// WithMinMoveInterval sets the least time between two moves of one refuted crawler under
-// spec.placement.onRefuted Replace (default slo.DefaultMinMoveInterval).
-func WithMinMoveInterval(d time.Duration) Option {
-	return func(r *CrawlerVMReconciler) { r.minMoveInterval = d }
-}
-
-// WithRefutedNodeMemory sets how long a node where a probe refuted a crawler's SLO is
-// kept from the crawler's moves (default move.DefaultRefutedMemory).
-func WithRefutedNodeMemory(d time.Duration) Option {
-	return func(r *CrawlerVMReconciler) { r.refutedMemory = d }
-}
-
-// WithNodeLostGrace sets how long a crawler's node may be not ready before the crawler is
-// presumed down (default move.DefaultNodeLostGrace).
-func WithNodeLostGrace(d time.Duration) Option {
-	return func(r *CrawlerVMReconciler) { r.nodeLostGrace = d }
-}
-
-// WithUnschedulableGrace sets how long a crawler's launcher may be unschedulable on its
-// node for a reason of the node (cordoned, tainted, its CPUs taken) before the crawler
-// starts on another node (default move.DefaultUnschedulableGrace).
-func WithUnschedulableGrace(d time.Duration) Option {
-	return func(r *CrawlerVMReconciler) { r.unschedulableGrace = d }
-}
-
-// WithReleaseAfter sets how long a crawler may be down because a person stopped it or
-// the API server refuses its launcher before it gives up its reservation (default
-// readiness.DefaultReleaseAfter).
-func WithReleaseAfter(d time.Duration) Option {
-	return func(r *CrawlerVMReconciler) { r.releaseAfter = d }
-}
-
-// WithAPIPollInterval sets how often the operator asks whether an optional API it waits
-// for is served (default DefaultAPIPollInterval).
-func WithAPIPollInterval(d time.Duration) Option {
-	return func(r *CrawlerVMReconciler) { r.apiPollInterval = d }
-}
-
-// WithSharedNetworkNamespaces lets crawlers of every namespace use the RT networks of
-// namespaces (Multus' globalNamespaces); otherwise a crawler uses only its own
-// namespace's (render.NetworkAllowed).
-func WithSharedNetworkNamespaces(namespaces []string) Option {
-	return func(r *CrawlerVMReconciler) { r.sharedNetworks = namespaces }
-}
-
-// WithRTUplinks names the host interfaces an RT network may name as its uplink
-// (render.UplinkAllowed); the NIC agents are given the same list.
-func WithRTUplinks(uplinks []string) Option {
-	return func(r *CrawlerVMReconciler) { r.rtUplinks = uplinks }
-}
-
-// WithNodeAccess sets the administrator's rules of which nodes each namespace's crawlers
-// may reach (LoadNodeAccess); without it no namespace may tolerate a taint.
-func WithNodeAccess(rules access.Rules) Option {
-	return func(r *CrawlerVMReconciler) { r.access = rules }
-}
-
-// WithProbeMasterKey sets the probe master key (LoadProbeMasterKey), which every replica
-// must share. Without it the reconciler draws a key of its own, good for one process: a
-// test, or isochronctl.
-func WithProbeMasterKey(key []byte) Option { return func(r *CrawlerVMReconciler) { r.master = key } }
-
-// WithReconcileTimeout sets one reconcile's deadline (default DefaultReconcileTimeout).
-func WithReconcileTimeout(d time.Duration) Option {
-	return func(r *CrawlerVMReconciler) { r.reconcileTimeout = d }
-}
-
-// WithLeaderIdentity tells the reconciler the identity under which this replica holds
-// the leader election Lease (NewLeaderLock): it writes it with every change of a
-// reservation (status.decidedBy), which the API server's leader fence admits only while
-// the Lease names it.
-func WithLeaderIdentity(id string) Option { return func(r *CrawlerVMReconciler) { r.identity = id } }
-
-// WithRegistry registers the reconciler's metrics on reg instead of the manager's metrics
-// endpoint (controller-runtime's registry), as when a test runs several replicas in one
-// process.
-func WithRegistry(reg prometheus.Registerer) Option {
-	return func(r *CrawlerVMReconciler) { r.registry = reg }
+	// placer decides where crawlers go and holds their reservations: every change of one
+	// goes through it (reserve).
+	placer *placer.Placer
+	// books are what the pods bound to each node hold, kept on the leader (booksSource).
+	books *nodebooks.Books
+	// wakes carry what happens outside a reconcile to the crawlers it concerns.
+	wakes wakes
+	// written are this replica's last status writes not yet in the cache (begin).
+	written ownWrites
 }
 
 // NewCrawlerVMReconciler is the reconciler wired to mgr's clients.
@@ -215,9 +125,15 @@ func NewCrawlerVMReconciler(mgr ctrl.Manager, opts ...Option) *CrawlerVMReconcil
 		r.master = key
 	}
 	r.probes.NameKey = credential.NameKey(r.master)
-	r.placer = &placer{cache: r.Client, api: r.APIReader, clock: r.clock, request: r.request, ledger: ledger.New(), books: nodebooks.New(),
-		batchSize: func(float64) {}, decisionTime: func(float64) {}}
-	r.liveness = &liveness{clock: r.clock, deadline: r.reconcileTimeout, lock: &r.placer.decide}
+	r.metrics = newMetrics(r.clock.Now())
+	r.books = nodebooks.New()
+	r.wakes = newWakes()
+	r.placer = placer.New(r.Client, r.APIReader, placer.Options{
+		Clock: r.clock, Books: r.books, Informers: mgr.GetCache(),
+		BatchSize: r.metrics.placementBatch.Observe, DecisionTime: r.metrics.placementDuration.Observe,
+		Released: r.wakes.releasedNode, Overbooked: r.wakes.redecide,
+	})
+	r.liveness = &liveness{clock: r.clock, deadline: r.reconcileTimeout, lock: r.placer}
 	return r
 }
 
@@ -239,187 +155,99 @@ func (r *CrawlerVMReconciler) Healthz(req *http.Request) error { return r.livene
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Reconcile brings one CrawlerVM's VMI and status in line with its spec.
+// Reconcile brings one CrawlerVM's VM and status in line with its spec: it gathers the
+// crawler into a scope, runs the phases in order, and writes the status once at the end.
 func (r *CrawlerVMReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	defer r.liveness.begin()()
-	cvm := &isov1.CrawlerVM{}
-	if err := r.Get(ctx, req.NamespacedName, cvm); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.metrics.forget(req.Namespace, req.Name)
-			r.placer.Forget(req.Namespace + "/" + req.Name)
-			r.guestSecrets.forget(req.Namespace + "/" + req.Name)
-		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	s, res, err := r.begin(ctx, req)
+	if s == nil || err != nil {
+		return res, err
 	}
-	// Only the leader reconciles: its first reconcile builds the ledger from the API
-	// server and checks what it inherits for overbooked nodes. Before the cache's copy is
-	// taken in: the ledger assumes every reservation it is built with until the cache
-	// shows it, and a copy taken in before the build would leave the crawler's own
-	// assumed, its decision waiting for a cache update that never comes.
-	if err := r.placer.ensureLedger(ctx); err != nil {
-		return ctrl.Result{}, err
-	}
-	if r.placer.Observe(cvm) {
-		// A reservation this replica did not decide: does its node hold more than it has?
-		r.placer.recheck(ctx)
-	}
-	if !cvm.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil // owner references let the garbage collector remove the VMI
-	}
-	if cvm.Status.Placement != nil && r.placer.ledger.Releasing(req.Namespace+"/"+req.Name) {
-		// The cache's copy predates this replica's release of its reservation: acting on
-		// it would pin the VM to the node released again. The release reaching the cache
-		// brings the crawler back (reservationChanged).
-		return ctrl.Result{}, nil
-	}
-	st := &statusWriter{Client: r.Client, recorder: r.Recorder, before: cvm.DeepCopy(), identity: r.identity}
-	st.readyAtStart = apimeta.FindStatusCondition(st.before.Status.Conditions, isov1.ConditionReady)
 	defer func() {
-		if err := st.persist(ctx, cvm); err != nil {
+		if err := s.persist(ctx, s.cvm); err != nil {
 			if reterr == nil {
 				reterr = err
 			}
 			return
 		}
-		r.metrics.observe(cvm)
+		r.metrics.observe(s.cvm)
 	}()
-	if why, ok := r.placer.overbooked.get(req.Namespace + "/" + req.Name); ok {
-		if res, handled, err := r.undoOverbooking(ctx, cvm, st, why); handled || err != nil {
-			return res, err
-		}
+	return r.run(ctx, s, r.phases())
+}
+
+// phase is one step of a reconcile: it reads what it needs through the scope, may stop the
+// reconcile (scope.stop), and says when to look again.
+type phase func(context.Context, *scope) (ctrl.Result, error)
+
+// phases are the steps of a reconcile, in order (Cluster API's machine controller).
+func (r *CrawlerVMReconciler) phases() []phase {
+	return []phase{
+		r.redecideOverbooked,   // the youngest reservation of a node that holds more than it has moves or goes
+		r.place,                // a node for the spec, or a fresh prediction on the node held
+		r.serveProbes,          // the probe gateway's Service, whose address a new VMI's agent is told
+		r.runVM,                // the VM written as the reservation says, its VMI judged, a move's next step
+		r.recoverLostNode,      // a crawler on a fenced node starts elsewhere
+		r.probe,                // probe Jobs, their verdicts and the node's calibration
+		r.guardAdopted,         // an adopted VMI's disruption budget until its next start
+		r.recoverRejected,      // a launcher its node's kubelet refused: elsewhere
+		r.recoverUnschedulable, // a launcher its node cannot schedule: elsewhere, once
+		r.releaseIdle,          // a crawler down for long: its reservation released
+		r.takeOverMigrations,   // a migration asked for outside isochron: by isochron's route
+		r.evacuate,             // a drain
+		r.remediate,            // a probe that refuted the crawler's SLO on its node
 	}
-	if done, err := r.place(ctx, cvm, st); err != nil || done {
-		return ctrl.Result{}, err
-	}
-	// The probe gateway's Service first, so that a new VMI's agent is told its address.
-	// A Service that cannot be had (its IP range full) does not hold the VMI back: its
-	// agent then finds the gateway by name, and the error retries the Service.
-	gatewayIP, svcErr := r.ensureProbeService(ctx, cvm, false)
-	// Everything the rest decides on is read once: the VM, its VMI, their launcher pods
-	// and the node (readiness.Scope).
-	w, err := r.readWorld(ctx, cvm)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	st.world = w
-	running, err := r.runVM(ctx, cvm, st, w, gatewayIP)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if svcErr != nil {
-		return ctrl.Result{}, svcErr
-	}
-	node := w.Node
-	if node.Fenced {
-		wait, err := r.recoverFromLostNode(ctx, cvm, st, node)
-		return ctrl.Result{RequeueAfter: wait}, err
-	}
-	// A moving crawler is measured again where it arrives: no probe, no remediation and
-	// no evacuation while it moves.
-	steady := running
-	if cvm.Status.Move != nil {
-		steady = nil
-	}
-	after, err := r.runProbes(ctx, cvm, st, steady)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if node.Wait > 0 && (after == 0 || node.Wait < after) {
-		after = node.Wait // the node not ready: look again when the grace ends
-	}
-	if err := r.guardAdopted(ctx, cvm, running); err != nil {
-		return ctrl.Result{}, err
-	}
-	if running == nil {
-		for _, recoverFrom := range []func(context.Context, *isov1.CrawlerVM, *statusWriter, *world) (time.Duration, error){r.recoverFromRejection, r.recoverFromUnschedulable, r.releaseIdle} {
-			wait, err := recoverFrom(ctx, cvm, st, w)
-			if err != nil {
-				return ctrl.Result{}, err
-			}
-			if wait > 0 && (after == 0 || wait < after) {
-				after = wait
-			}
-		}
-	}
-	for _, act := range []func() (time.Duration, error){
-		func() (time.Duration, error) { return 0, r.takeOverMigrations(ctx, cvm, st, running) },
-		func() (time.Duration, error) { return r.evacuate(ctx, cvm, st, steady) },
-		func() (time.Duration, error) { _, wait, err := r.remediate(ctx, cvm, st, steady); return wait, err },
-	} {
-		wait, err := act()
+}
+
+// run runs phases in order until one fails or stops the reconcile, and merges their
+// results: the soonest look again wins.
+func (r *CrawlerVMReconciler) run(ctx context.Context, s *scope, phases []phase) (ctrl.Result, error) {
+	var after time.Duration
+	for _, p := range phases {
+		res, err := p(ctx, s)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		if wait > 0 && (after == 0 || wait < after) {
-			after = wait
-		}
-		if cvm.Status.Move != nil {
-			break // moving: the move's next step comes with KubeVirt's next report
+		after = sooner(after, res.RequeueAfter)
+		if s.stopped {
+			break
 		}
 	}
-	if st.wait > 0 && (after == 0 || st.wait < after) {
-		after = st.wait
+	return ctrl.Result{RequeueAfter: sooner(after, s.wait)}, nil
+}
+
+// sooner is the sooner of two waits, 0 standing for none.
+func sooner(a, b time.Duration) time.Duration {
+	if a == 0 || (b > 0 && b < a) {
+		return b
 	}
-	return ctrl.Result{RequeueAfter: after}, nil
+	return a
 }
 
-// statusWriter patches a CrawlerVM's status when, and only when, it changed, with an
-// optimistic lock: a decision taken on a stale copy fails and is taken again. What tells
-// of a status change (an Event, a counter: a probe recorded, a move made) is queued with
-// after and happens once the status that records it is written: a write that loses a
-// conflict drops it, and the reconcile that records the change again tells it then, so
-// that it is told once whatever the conflicts.
-type statusWriter struct {
-	client.Client
-	recorder record.EventRecorder
-	before   *isov1.CrawlerVM
-	pending  []func()
-	// readyAtStart is the Ready condition as the reconcile found it (before moves on
-	// with each write): what an outage begins or ends against.
-	readyAtStart *metav1.Condition
-	// readyStuck is whether the verdict that set Ready in this reconcile is stuck (nil
-	// when none did): kstatus' Stalled, derived where the reason is set.
-	readyStuck *bool
-	// world is what the reconcile read of the crawler's world (readWorld), nil before.
-	world *world
-	// identity is the replica's leader-election identity (WithLeaderIdentity).
-	identity string
-	// wait is when the reconcile must look again at the latest (0: no such need).
-	wait time.Duration
-}
-
-// retryAfter asks the reconcile to look again within d.
-func (w *statusWriter) retryAfter(d time.Duration) {
-	if w.wait == 0 || d < w.wait {
-		w.wait = d
-	}
-}
-
-// after queues f until the status is written.
-func (w *statusWriter) after(f func()) { w.pending = append(w.pending, f) }
-
-// event queues an Event on the crawler until the status is written.
-func (w *statusWriter) event(cvm *isov1.CrawlerVM, kind, reason, message string) {
-	w.after(func() { w.recorder.Event(cvm, kind, reason, message) })
-}
-
-func (w *statusWriter) persist(ctx context.Context, cvm *isov1.CrawlerVM) error {
-	setProgress(cvm, w.readyStuck)
-	if w.identity != "" && reservationOf(w.before) != reservationOf(cvm) {
-		// A change of the reservation: admitted by the API server's leader fence only
-		// while this replica holds the Lease.
-		cvm.Status.DecidedBy = w.identity
-	}
-	if !equality.Semantic.DeepEqual(w.before.Status, cvm.Status) {
-		if err := w.Status().Patch(ctx, cvm, client.MergeFromWithOptions(w.before, client.MergeFromWithOptimisticLock{})); err != nil {
-			w.pending = nil
-			return fmt.Errorf("patching status of %s: %w", klog.KObj(cvm), err)
+// begin reads the crawler and admits it with the placer; nil when there is nothing to do:
+// the crawler is gone (its reservation, counters and Secret hash forgotten), being
+// deleted (owner references let the garbage collector remove its VM), or the cache's copy
+// is older than what this replica wrote: than its last status write (looked at again
+// shortly, ownWrites), or a change of its reservation (placer.Admission.Behind: the change
+// reaching the cache brings the crawler back).
+func (r *CrawlerVMReconciler) begin(ctx context.Context, req ctrl.Request) (*scope, ctrl.Result, error) {
+	cvm := &isov1.CrawlerVM{}
+	if err := r.Get(ctx, req.NamespacedName, cvm); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.metrics.forget(req.Namespace, req.Name)
+			r.placer.Forget(req.String())
+			r.guestSecrets.forget(req.String())
+			r.written.forget(req.String())
 		}
-		w.before = cvm.DeepCopy()
+		return nil, ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	for _, f := range w.pending {
-		f()
+	if r.written.behind(req.String(), cvm.ResourceVersion) {
+		return nil, ctrl.Result{RequeueAfter: cacheLagRetry}, nil
 	}
-	w.pending = nil
-	return nil
+	adm, err := r.placer.Admit(ctx, cvm)
+	if err != nil || !cvm.DeletionTimestamp.IsZero() || adm.Behind {
+		return nil, ctrl.Result{}, err
+	}
+	st := &statusWriter{Client: r.Client, recorder: r.Recorder, before: cvm.DeepCopy(), identity: r.identity, written: &r.written}
+	st.readyAtStart = apimeta.FindStatusCondition(st.before.Status.Conditions, isov1.ConditionReady)
+	return &scope{statusWriter: st, r: r, cvm: cvm, overbooked: adm.Overbooked}, ctrl.Result{}, nil
 }

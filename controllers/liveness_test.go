@@ -35,17 +35,28 @@ func TestWedged(t *testing.T) {
 	}
 }
 
-// The liveness check reads the placer's own decision lock and the reconciles in flight.
+// heldLock is a decision lock as the liveness check reads it (placer.DecidingSince).
+type heldLock struct{ since *time.Time }
+
+func (h *heldLock) DecidingSince() (time.Time, bool) {
+	if h.since == nil {
+		return time.Time{}, false
+	}
+	return *h.since, true
+}
+
+// The liveness check reads the placer's decision lock and the reconciles in flight.
 func TestLivenessFailsWhileWedged(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
-	p := &placer{}
-	l := &liveness{clock: clk, deadline: time.Minute, lock: &p.decide}
+	lock := &heldLock{}
+	l := &liveness{clock: clk, deadline: time.Minute, lock: lock}
 	if err := l.Healthz(nil); err != nil {
 		t.Fatalf("idle: %v", err)
 	}
 
 	// A decision lock never released (a decision blocked on something).
-	p.decide.Lock(clk.Now())
+	taken := clk.Now()
+	lock.since = &taken
 	clk.SetTime(clk.Now().Add(30 * time.Second))
 	if err := l.Healthz(nil); err != nil {
 		t.Fatalf("lock held 30s: %v", err)
@@ -54,7 +65,7 @@ func TestLivenessFailsWhileWedged(t *testing.T) {
 	if err := l.Healthz(nil); err == nil || !strings.Contains(err.Error(), "decision lock") {
 		t.Fatalf("lock held 61s: %v, want wedged", err)
 	}
-	p.decide.Unlock()
+	lock.since = nil
 	if err := l.Healthz(nil); err != nil {
 		t.Fatalf("lock released: %v", err)
 	}

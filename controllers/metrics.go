@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
-	"isochron.io/isochron/internal/placement"
 	"isochron.io/isochron/internal/version"
 )
 
@@ -172,18 +171,17 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	inv, err := c.r.placer.gather(ctx)
+	held, err := c.r.placer.Held(ctx)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.exclusive, err)
 		return
 	}
-	for _, s := range placement.Summarize(inv.nodes, inv.residents) {
+	for _, s := range held {
 		ch <- prometheus.MustNewConstMetric(c.exclusive, prometheus.GaugeValue, float64(s.ExclusiveMilli)/1000, s.Node)
 		ch <- prometheus.MustNewConstMetric(c.free, prometheus.GaugeValue, float64(s.FreeMilli)/1000, s.Node)
 		ch <- prometheus.MustNewConstMetric(c.crawlers, prometheus.GaugeValue, float64(len(s.Crawlers)), s.Node)
 		ch <- prometheus.MustNewConstMetric(c.worst, prometheus.GaugeValue, s.WorstPredicted.Seconds(), s.Node)
-		cal := inv.calibration[s.Node]
-		ch <- prometheus.MustNewConstMetric(c.correction, prometheus.GaugeValue, cal.correction, s.Node, string(cal.source))
-		ch <- prometheus.MustNewConstMetric(c.samples, prometheus.GaugeValue, float64(cal.samples), s.Node)
+		ch <- prometheus.MustNewConstMetric(c.correction, prometheus.GaugeValue, s.Correction, s.Node, string(s.Source))
+		ch <- prometheus.MustNewConstMetric(c.samples, prometheus.GaugeValue, float64(s.Samples), s.Node)
 	}
 }

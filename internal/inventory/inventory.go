@@ -156,11 +156,7 @@ func Resident(c *isov1.CrawlerVM) (placement.Resident, bool) {
 		r.SupportMemoryBytes = s.SupportMemory.Value()
 	}
 	key := c.Namespace + "/" + c.Name
-	d := Demand(&c.Spec)
-	if n := c.Status.RTNIC; n != nil && d.NIC != nil && n.Deadline.Duration == d.NIC.Deadline {
-		d.NIC.Raise = int(n.Raise) // the NIC agent's class on the node, as it schedules it
-	}
-	return placement.Resident{Key: key, Node: p.Node, Sizing: r, Workload: placement.Workload(key, d, r)}, true
+	return placement.Resident{Key: key, Node: p.Node, Sizing: r, Workload: placement.Workload(key, demandAsScheduled(c), r)}, true
 }
 
 // LeavingKey is the key of the reservation a moving crawler keeps on the node it leaves
@@ -234,11 +230,21 @@ func SizingStatus(r sizing.Result) *isov1.Sizing {
 	return s
 }
 
+// demandAsScheduled is the crawler's demand with its RT-NIC in the class the NIC agent
+// schedules it in on its node (status.rtNIC, while it is of the current deadline).
+func demandAsScheduled(c *isov1.CrawlerVM) sizing.Demand {
+	d := Demand(&c.Spec)
+	if n := c.Status.RTNIC; n != nil && d.NIC != nil && n.Deadline.Duration == d.NIC.Deadline {
+		d.NIC.Raise = int(n.Raise)
+	}
+	return d
+}
+
 // Request is the placement request for a CrawlerVM; vfio says its RT-NIC is an SR-IOV
 // virtual function (render.VFIO), whose pod holds KubeVirt's VFIO memory too, and support
 // is what its pod's support containers request (render.Support).
 func Request(c *isov1.CrawlerVM, vfio bool, support sizing.Resources) placement.Request {
-	req := placement.Request{Key: c.Namespace + "/" + c.Name, Demand: Demand(&c.Spec)}
+	req := placement.Request{Key: c.Namespace + "/" + c.Name, Demand: demandAsScheduled(c)}
 	req.Demand.VFIO = vfio
 	req.Demand.Support = support
 	if p := c.Spec.Placement; p != nil {

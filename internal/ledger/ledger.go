@@ -227,15 +227,15 @@ func HoldoverKey(key string, seq uint64) string {
 
 // AssumeAt is Assume for a planner that holds the ledger at generation gen and has just
 // committed rs: it returns the new generation, and whether rs was the only change since
-// gen (the planner still holds the ledger exactly: nothing else changed it, and the
-// change holds nothing over).
-func (l *Ledger) AssumeAt(rs []placement.Resident, gen uint64) (c *Change, next uint64, exact bool) {
+// gen (the planner still holds the ledger exactly: nothing else changed it, the change
+// holds nothing over and drops nothing).
+func (l *Ledger) AssumeAt(rs []placement.Resident, drop []string, gen uint64) (c *Change, next uint64, exact bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	exact = l.gen == gen
-	c = l.assume(rs, nil)
+	c = l.assume(rs, drop)
 	// An unchanged reservation leaves the generation as it was.
-	return c, l.gen, exact && len(c.holdover) == 0
+	return c, l.gen, exact && len(c.holdover) == 0 && len(drop) == 0
 }
 
 // Assume records decision rs, each for its key, and releases the keys of drop (a

@@ -151,20 +151,20 @@ func TestLedgerGeneration(t *testing.T) {
 	if l.Gen() != g {
 		t.Fatalf("a confirmation moved the generation from %d to %d", g, l.Gen())
 	}
-	c, _, exact := l.AssumeAt([]placement.Resident{a2}, g)
+	c, _, exact := l.AssumeAt([]placement.Resident{a2}, nil, g)
 	if exact {
 		t.Fatalf("AssumeAt of a move reports exact: the planner does not hold the reservation it releases until persisted")
 	}
 	c.Commit()
 	next := l.Gen()
-	if _, again, exact := l.AssumeAt([]placement.Resident{a2}, next); !exact || again != next {
+	if _, again, exact := l.AssumeAt([]placement.Resident{a2}, nil, next); !exact || again != next {
 		t.Errorf("assuming the same reservation again: %d %v, want %d true", again, exact, next)
 	}
 	if diff := cmp.Diff([]string{"n1"}, c.Released()); diff != "" {
 		t.Errorf("released nodes (-want +got):\n%s", diff)
 	}
 	fresh := res("ns/c", "n2", 1, 50)
-	if _, again, exact := l.AssumeAt([]placement.Resident{fresh}, next); !exact || again != next+1 {
+	if _, again, exact := l.AssumeAt([]placement.Resident{fresh}, nil, next); !exact || again != next+1 {
 		t.Errorf("assuming a new crawler's first reservation: %d %v, want %d true", again, exact, next+1)
 	}
 	next = l.Gen()
@@ -173,7 +173,7 @@ func TestLedgerGeneration(t *testing.T) {
 		t.Errorf("removing nothing moved the generation")
 	}
 	l.Observe("ns/b", &b) // another crawler's reservation arrives from the cache
-	if _, _, exact := l.AssumeAt([]placement.Resident{a1}, next); exact {
+	if _, _, exact := l.AssumeAt([]placement.Resident{a1}, nil, next); exact {
 		t.Error("AssumeAt reports exact after another change")
 	}
 }

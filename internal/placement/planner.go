@@ -160,8 +160,14 @@ func (p *Planner) Commit(req Request, d Decision) {
 	}
 	p.forget(req.Key)
 	if i, ok := p.index[d.Node]; ok {
-		p.add(i, Resident{Key: req.Key, Node: d.Node, Sizing: d.Sizing, Workload: Workload(req.Key, req.Demand, d.Sizing)})
+		p.add(i, ResidentOf(req, d))
 	}
+}
+
+// ResidentOf is the reservation decision d, which placed req, holds: the one Commit
+// counts, and the ledger too.
+func ResidentOf(req Request, d Decision) Resident {
+	return Resident{Key: req.Key, Node: d.Node, Sizing: d.Sizing, Workload: Workload(req.Key, req.Demand, d.Sizing)}
 }
 
 // Prediction is the model's prediction for the crawler key on the node the planner holds

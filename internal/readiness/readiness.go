@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -42,6 +43,26 @@ type Scope struct {
 	Node move.NodeState
 	// PlacedOn is the node the crawler is placed on.
 	PlacedOn string
+
+	// What isochron found before writing the VM (the checks of BeforeWrite).
+	// Crawler is the crawler's UID: what it owns.
+	Crawler types.UID
+	// Network is what the reconcile found of the crawler's RT network.
+	Network Network
+	// RenderErr is why the VM cannot be rendered from the spec, nil when it can.
+	RenderErr error
+}
+
+// Network is what a reconcile found of the crawler's RT network (none without an RT-NIC).
+type Network struct {
+	// Key is its NetworkAttachmentDefinition's namespace/name.
+	Key string
+	// NotAllowed says why the crawler's namespace may not use it (render.NetworkAllowed);
+	// UplinkNotAllowed why its uplink is not one the administrator named
+	// (render.UplinkAllowed).
+	NotAllowed, UplinkNotAllowed error
+	// Missing: it does not exist. NoMultus: the cluster does not serve Multus' API.
+	Missing, NoMultus bool
 }
 
 // VMIOf is the VMI of the crawler's VM that its readiness is judged on: vmi when the VM
@@ -213,43 +234,128 @@ func strategy(vm *kubevirtv1.VirtualMachine) kubevirtv1.VirtualMachineRunStrateg
 	return s
 }
 
-// The verdicts of what keeps isochron from writing the VM at all.
+// BeforeWrite is the chain of what keeps isochron from writing the crawler's VM, asked
+// before anything is written: the first that applies decides, and nothing is written.
+var BeforeWrite = []Check{NetworkNotAllowed, UplinkNotAllowed, NetworkNotFound, MultusNotInstalled, Unrenderable, ForeignVM, ForeignVMI, VMIGoing}
+
+// JudgeBeforeWrite is the verdict of the first check of BeforeWrite that applies; false
+// when none does and the VM may be written.
+func JudgeBeforeWrite(s Scope) (Verdict, bool) {
+	for _, c := range BeforeWrite {
+		if v, ok := c(s); ok {
+			return v, true
+		}
+	}
+	return Verdict{}, false
+}
 
 // NetworkNotAllowed: spec.rtNIC.networkName names another namespace's network that no
 // administrator shares (stuck: the spec or the sharing must change).
-func NetworkNotAllowed(err error) Verdict {
-	return Verdict{Reason: isov1.ReasonRTNetworkNotAllowed, Stuck: true, Message: err.Error()}
+func NetworkNotAllowed(s Scope) (Verdict, bool) {
+	if s.Network.NotAllowed == nil {
+		return Verdict{}, false
+	}
+	return Verdict{Reason: isov1.ReasonRTNetworkNotAllowed, Stuck: true, Message: s.Network.NotAllowed.Error()}, true
 }
 
 // UplinkNotAllowed: the RT network names a host uplink that the cluster administrator did
 // not name (stuck: the network or the administrator's list must change).
-func UplinkNotAllowed(err error) Verdict {
-	return Verdict{Reason: isov1.ReasonRTUplinkNotAllowed, Stuck: true, Message: "spec.rtNIC.networkName: " + err.Error()}
+func UplinkNotAllowed(s Scope) (Verdict, bool) {
+	if s.Network.UplinkNotAllowed == nil {
+		return Verdict{}, false
+	}
+	return Verdict{Reason: isov1.ReasonRTUplinkNotAllowed, Stuck: true, Message: "spec.rtNIC.networkName: " + s.Network.UplinkNotAllowed.Error()}, true
 }
 
-// NetworkGone is v, the verdict on a crawler whose VM exists, told that its RT network
-// (key) was deleted since: its VMI keeps the RT-NIC it was started with and runs on, so
-// the verdict stands, but it cannot start again until the network is back.
-func NetworkGone(v Verdict, key string) Verdict {
-	v.Message += fmt.Sprintf("; its RT network, NetworkAttachmentDefinition %s, no longer exists: the VMI keeps its RT-NIC, but cannot start again until the network is created again", key)
-	return v
-}
-
-// NetworkNotFound: the RT network does not exist (stuck until someone creates it).
-func NetworkNotFound(key string) Verdict {
-	return Verdict{Reason: isov1.ReasonRTNetworkNotFound, Stuck: true, Message: fmt.Sprintf("spec.rtNIC.networkName: NetworkAttachmentDefinition %s not found; create it or fix the name", key)}
+// NetworkNotFound: the RT network does not exist and the crawler has no VM yet (stuck
+// until someone creates it). A VM that exists runs on without it (NetworkGone).
+func NetworkNotFound(s Scope) (Verdict, bool) {
+	if !s.Network.Missing || s.VM != nil {
+		return Verdict{}, false
+	}
+	return Verdict{Reason: isov1.ReasonRTNetworkNotFound, Stuck: true, Message: fmt.Sprintf("spec.rtNIC.networkName: NetworkAttachmentDefinition %s not found; create it or fix the name", s.Network.Key)}, true
 }
 
 // MultusNotInstalled: the cluster does not serve Multus' API yet. Not stuck: the operator
 // looks for it and starts the crawler once it is served.
-func MultusNotInstalled(api string) Verdict {
-	return Verdict{Reason: isov1.ReasonMultusNotInstalled, Message: fmt.Sprintf("spec.rtNIC needs Multus, and this cluster does not serve its NetworkAttachmentDefinition API (%s): install Multus, or remove spec.rtNIC; the crawler starts once the API is served", api)}
+func MultusNotInstalled(s Scope) (Verdict, bool) {
+	if !s.Network.NoMultus {
+		return Verdict{}, false
+	}
+	return Verdict{Reason: isov1.ReasonMultusNotInstalled, Message: fmt.Sprintf("spec.rtNIC needs Multus, and this cluster does not serve its NetworkAttachmentDefinition API (%s): install Multus, or remove spec.rtNIC; the crawler starts once the API is served", nadv1.SchemeGroupVersion)}, true
 }
 
-// Invalid: the VM cannot be rendered from the spec, or an object of its name is someone
-// else's (stuck until the spec or the object changes).
-func Invalid(message string) Verdict {
-	return Verdict{Reason: isov1.ReasonInvalid, Stuck: true, Message: message}
+// Unrenderable: the VM cannot be rendered from the spec (stuck until the spec changes).
+func Unrenderable(s Scope) (Verdict, bool) {
+	if s.RenderErr == nil {
+		return Verdict{}, false
+	}
+	return Verdict{Reason: isov1.ReasonInvalid, Stuck: true, Message: s.RenderErr.Error()}, true
+}
+
+// ForeignVM: a VirtualMachine of the crawler's name is someone else's (stuck until it is
+// deleted or renamed).
+func ForeignVM(s Scope) (Verdict, bool) {
+	if s.VM == nil || isController(s.VM, s.Crawler) {
+		return Verdict{}, false
+	}
+	return Verdict{Reason: isov1.ReasonInvalid, Stuck: true, Message: fmt.Sprintf("a VirtualMachine named %s exists and is not owned by this CrawlerVM; delete or rename it", s.VM.Name)}, true
+}
+
+// ForeignVMI: a VMI of the crawler's name exists before its VM (or beside it, still
+// controlled by the crawler) and the crawler does not own it (stuck until it is deleted or
+// renamed).
+func ForeignVMI(s Scope) (Verdict, bool) {
+	vmi := BeforeVM(s)
+	if vmi == nil || hasOwner(vmi, s.Crawler) {
+		return Verdict{}, false
+	}
+	return Verdict{Reason: isov1.ReasonInvalid, Stuck: true, Message: fmt.Sprintf("a VMI named %s exists and is not owned by this CrawlerVM; delete or rename it", vmi.Name)}, true
+}
+
+// VMIGoing: the crawler's own VMI from before its VM is being deleted: the VM waits for it.
+func VMIGoing(s Scope) (Verdict, bool) {
+	vmi := BeforeVM(s)
+	if vmi == nil || vmi.DeletionTimestamp.IsZero() {
+		return Verdict{}, false
+	}
+	return Progress(isov1.ReasonVMIReplacing, fmt.Sprintf("waiting for VMI %s to be deleted before starting the crawler's VM", vmi.Name)), true
+}
+
+// BeforeVM is a VMI of the crawler's name that exists before its VM (a bare VMI of an
+// earlier release, or another's), or one the crawler still controls beside its VM (one a
+// cache shows before its release), which isochron adopts or replaces before it writes
+// the VM; nil otherwise.
+func BeforeVM(s Scope) *kubevirtv1.VirtualMachineInstance {
+	if s.VMI == nil || (s.VM != nil && !isController(s.VMI, s.Crawler)) {
+		return nil
+	}
+	return s.VMI
+}
+
+func isController(o metav1.Object, uid types.UID) bool {
+	c := metav1.GetControllerOf(o)
+	return c != nil && c.UID == uid
+}
+
+func hasOwner(o metav1.Object, uid types.UID) bool {
+	for _, ref := range o.GetOwnerReferences() {
+		if ref.UID == uid {
+			return true
+		}
+	}
+	return false
+}
+
+// NetworkGone is v, the verdict on a crawler whose VM exists, told that its RT network
+// was deleted since (Network.Missing): its VMI keeps the RT-NIC it was started with and
+// runs on, so the verdict stands, but it cannot start again until the network is back.
+func NetworkGone(v Verdict, s Scope) Verdict {
+	if !s.Network.Missing {
+		return v
+	}
+	v.Message += fmt.Sprintf("; its RT network, NetworkAttachmentDefinition %s, no longer exists: the VMI keeps its RT-NIC, but cannot start again until the network is created again", s.Network.Key)
+	return v
 }
 
 // Progress is a step isochron takes towards Ready (not stuck): a VM created, a VMI

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
@@ -98,18 +99,59 @@ func TestJudge(t *testing.T) {
 	}
 }
 
-// The verdicts that keep isochron from writing the VM say whether a person must act.
-func TestPreconditions(t *testing.T) {
+// What keeps isochron from writing the VM: the first check of BeforeWrite that applies
+// decides, and says whether a person must act.
+func TestJudgeBeforeWrite(t *testing.T) {
+	const crawler = types.UID("cvm-1")
+	ours := []metav1.OwnerReference{{UID: crawler, Controller: ptr.To(true)}}
+	vm := func(refs []metav1.OwnerReference) *kubevirtv1.VirtualMachine {
+		return &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "c", OwnerReferences: refs}}
+	}
+	vmi := func(refs []metav1.OwnerReference, deleting bool) *kubevirtv1.VirtualMachineInstance {
+		v := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: "c", OwnerReferences: refs}}
+		if deleting {
+			v.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+		}
+		return v
+	}
+	for name, tc := range map[string]struct {
+		s       Scope
+		reason  string // "" when the VM may be written
+		stuck   bool
+		message string
+	}{
+		"nothing in the way": {s: Scope{VM: vm(ours)}},
+		"a network of another namespace, before anything else": {s: Scope{Network: Network{NotAllowed: errors.New("spec.rtNIC.networkName: not shared"), Missing: true}, RenderErr: errors.New("x")},
+			reason: isov1.ReasonRTNetworkNotAllowed, stuck: true, message: "not shared"},
+		"an uplink not named": {s: Scope{Network: Network{UplinkNotAllowed: errors.New(`uplink "eth0" is not an RT uplink`)}},
+			reason: isov1.ReasonRTUplinkNotAllowed, stuck: true, message: "spec.rtNIC.networkName: uplink"},
+		"a network that does not exist": {s: Scope{Network: Network{Key: "bms/rt-net", Missing: true}},
+			reason: isov1.ReasonRTNetworkNotFound, stuck: true, message: "NetworkAttachmentDefinition bms/rt-net not found"},
+		"a network deleted under a VM that runs: written on": {s: Scope{VM: vm(ours), Network: Network{Key: "bms/rt-net", Missing: true}}},
+		"Multus not installed yet":                           {s: Scope{Network: Network{NoMultus: true}}, reason: isov1.ReasonMultusNotInstalled, message: "k8s.cni.cncf.io/v1"},
+		"an invalid rendering":                               {s: Scope{RenderErr: errors.New("user data too long")}, reason: isov1.ReasonInvalid, stuck: true, message: "user data too long"},
+		"another's VM of its name":                           {s: Scope{Crawler: crawler, VM: vm(nil)}, reason: isov1.ReasonInvalid, stuck: true, message: "a VirtualMachine named c exists"},
+		"another's VMI before its VM":                        {s: Scope{Crawler: crawler, VMI: vmi(nil, false)}, reason: isov1.ReasonInvalid, stuck: true, message: "a VMI named c exists"},
+		"its own bare VMI, being deleted":                    {s: Scope{Crawler: crawler, VMI: vmi(ours, true)}, reason: isov1.ReasonVMIReplacing, message: "waiting for VMI c to be deleted"},
+		"its own bare VMI: adopted":                          {s: Scope{Crawler: crawler, VMI: vmi(ours, false)}},
+		"the VM's VMI: judged later":                         {s: Scope{Crawler: crawler, VM: vm(ours), VMI: vmi([]metav1.OwnerReference{{UID: "vm", Controller: ptr.To(true)}}, true)}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if tc.s.Crawler == "" {
+				tc.s.Crawler = crawler
+			}
+			v, ok := JudgeBeforeWrite(tc.s)
+			if ok != (tc.reason != "") || v.Reason != tc.reason || v.Stuck != tc.stuck || v.OK || !strings.Contains(v.Message, tc.message) {
+				t.Errorf("JudgeBeforeWrite = %+v, %v; want reason %q, stuck %v, a message with %q", v, ok, tc.reason, tc.stuck, tc.message)
+			}
+		})
+	}
 	for name, tc := range map[string]struct {
 		v     Verdict
 		stuck bool
 	}{
-		"a network of another namespace": {NetworkNotAllowed(errors.New("spec.rtNIC.networkName: not shared")), true},
-		"a network that does not exist":  {NetworkNotFound("bms/rt-net"), true},
-		"Multus not installed yet":       {MultusNotInstalled("k8s.cni.cncf.io/v1"), false},
-		"an invalid rendering":           {Invalid("user data too long"), true},
-		"a restart under way":            {Progress(isov1.ReasonVMIReplacing, "restarting"), false},
-		"no node yet":                    {NotPlaced("0/3 nodes fit"), false},
+		"a restart under way": {Progress(isov1.ReasonVMIReplacing, "restarting"), false},
+		"no node yet":         {NotPlaced("0/3 nodes fit"), false},
 	} {
 		if tc.v.Stuck != tc.stuck || tc.v.OK {
 			t.Errorf("%s: %+v, want stuck %v", name, tc.v, tc.stuck)

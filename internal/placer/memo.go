@@ -1,4 +1,4 @@
-package controllers
+package placer
 
 import (
 	"context"
@@ -44,8 +44,8 @@ type fingerprint struct {
 
 // setup finds the informers' stores in c (the manager's cache); books is the node books'
 // generation.
-func (m *nodesMemo) setup(ctx context.Context, c cache.Cache, books func() uint64) error {
-	m.books = books
+func (m *nodesMemo) setup(ctx context.Context, c cache.Informers, books func() uint64) error {
+	var stores []toolscache.Store
 	for _, obj := range []client.Object{&corev1.Node{}, &isov1.ContentionProfile{}, &isov1.NodeCalibration{}} {
 		inf, err := c.GetInformer(ctx, obj)
 		if err != nil {
@@ -53,11 +53,11 @@ func (m *nodesMemo) setup(ctx context.Context, c cache.Cache, books func() uint6
 		}
 		s, ok := inf.(interface{ GetStore() toolscache.Store })
 		if !ok {
-			m.stores = nil // an informer without a store (not client-go's): keep nothing
-			return nil
+			return nil // an informer without a store (not client-go's): keep nothing
 		}
-		m.stores = append(m.stores, s.GetStore())
+		stores = append(stores, s.GetStore())
 	}
+	m.books, m.stores = books, stores
 	return nil
 }
 
@@ -116,8 +116,8 @@ func fnv1a(h uint64, s string) uint64 {
 	return h * fnvPrime
 }
 
-// get returns a copy of the kept inventory when its fingerprint is current, and the
-// fingerprint to keep a new one under.
+// get returns the kept inventory when its fingerprint is current, and the fingerprint to
+// keep a new one under. A kept inventory is never changed: it is shared.
 func (m *nodesMemo) get() (*clusterInventory, fingerprint, bool) {
 	f, ok := m.fingerprint()
 	if !ok {
@@ -128,10 +128,10 @@ func (m *nodesMemo) get() (*clusterInventory, fingerprint, bool) {
 	if m.inv == nil || m.at != f {
 		return nil, f, false
 	}
-	return m.inv.shallowCopy(), f, true
+	return m.inv, f, true
 }
 
-// keep keeps inv, built after fingerprint f was taken, and returns a copy for the caller.
+// keep keeps inv, built after fingerprint f was taken, and returns it.
 func (m *nodesMemo) keep(inv *clusterInventory, f fingerprint) *clusterInventory {
 	if m.stores == nil {
 		return inv
@@ -139,13 +139,5 @@ func (m *nodesMemo) keep(inv *clusterInventory, f fingerprint) *clusterInventory
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.inv, m.at = inv, f
-	return inv.shallowCopy()
-}
-
-// shallowCopy shares the nodes and calibrations, which are never changed once built;
-// callers set their own residents.
-func (inv *clusterInventory) shallowCopy() *clusterInventory {
-	c := *inv
-	c.residents = nil
-	return &c
+	return inv
 }

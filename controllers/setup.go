@@ -1,10 +1,16 @@
 package controllers
 
 import (
+	"context"
+	"errors"
+	"fmt"
+
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
@@ -15,7 +21,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/internal/access"
+	"isochron.io/isochron/probes/credential"
 )
+
+// What the manager is set up with: its scheme and cache, and the settings an
+// administrator gives it (which nodes each namespace may reach, the probe master key).
 
 // Scheme holds every API type the operator reads or writes: Kubernetes' own, isochron's,
 // KubeVirt's VirtualMachineInstance and Multus's NetworkAttachmentDefinition. The
@@ -141,4 +152,71 @@ func stripVM(obj interface{}) (interface{}, error) {
 	}
 	vm.Spec = spec
 	return vm, nil
+}
+
+// LoadNodeAccess reads the administrator's rules of reach (internal/access) from the
+// ConfigMap isov1.NodeAccessConfigMap in the manager's namespace. Without the ConfigMap no
+// namespace may tolerate a taint (found says so, for the log); one that does not parse
+// is an error naming its key. c needs get on that one ConfigMap: the manager's Role in its
+// own namespace.
+func LoadNodeAccess(ctx context.Context, c client.Client, namespace string) (rules access.Rules, found bool, err error) {
+	cm := &corev1.ConfigMap{}
+	err = c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: isov1.NodeAccessConfigMap}, cm)
+	if apierrors.IsNotFound(err) {
+		return access.Rules{}, false, nil
+	}
+	if err != nil {
+		return access.Rules{}, false, fmt.Errorf("reading ConfigMap %s/%s: %w", namespace, isov1.NodeAccessConfigMap, err)
+	}
+	rules, err = access.Parse(cm.Data)
+	if err != nil {
+		return access.Rules{}, true, fmt.Errorf("ConfigMap %s/%s: %w", namespace, isov1.NodeAccessConfigMap, err)
+	}
+	return rules, true, nil
+}
+
+// DefaultProbeMasterKeySecret is the Secret, in the manager's own namespace, that holds
+// the master key of the crawlers' probe credentials (package credential).
+const DefaultProbeMasterKeySecret = "isochron-probe-master-key"
+
+// probeMasterKeyData is the key of the master key in its Secret.
+const probeMasterKeyData = "key"
+
+// LoadProbeMasterKey reads the probe master key from the Secret name in namespace, and
+// creates the Secret with a new random key when there is none (the first manager to
+// start; a replica starting beside it reads the one that won). c needs get and create on
+// that one Secret: the manager's Role in its own namespace, nothing cluster-wide.
+//
+// Every crawler's probe key is derived from it: a changed master key (the Secret
+// deleted) gives every crawler a new key, which a running guest learns only when it
+// next starts; until then its probes count its agent's requests as foreign.
+func LoadProbeMasterKey(ctx context.Context, c client.Client, namespace, name string) ([]byte, error) {
+	if namespace == "" {
+		return nil, errors.New("the manager's namespace is unknown: set --namespace (or POD_NAMESPACE)")
+	}
+	s := &corev1.Secret{}
+	err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, s)
+	if apierrors.IsNotFound(err) {
+		key, kerr := credential.NewKey()
+		if kerr != nil {
+			return nil, kerr
+		}
+		s = &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{isov1.LabelManagedBy: isov1.ManagedBy}},
+			Type:       corev1.SecretTypeOpaque,
+			Data:       map[string][]byte{probeMasterKeyData: []byte(credential.Encode(key))},
+		}
+		err = c.Create(ctx, s)
+		if apierrors.IsAlreadyExists(err) {
+			err = c.Get(ctx, client.ObjectKeyFromObject(s), s)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the probe master key, Secret %s/%s: %w", namespace, name, err)
+	}
+	key, err := credential.Parse(fmt.Sprintf("Secret %s/%s, key %q", namespace, name, probeMasterKeyData), string(s.Data[probeMasterKeyData]))
+	if err != nil {
+		return nil, fmt.Errorf("%w: delete the Secret and restart the manager for a new one", err)
+	}
+	return key, nil
 }
