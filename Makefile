@@ -119,8 +119,8 @@ verify-generated: manifests generate ## Regenerate; under CI (CI=true) fail if t
 	fi
 
 .PHONY: test-unit
-test-unit: ## Run the unit tests of the pure core, the CLIs and the probes (no API server).
-	$(GO) test ./internal/... ./api/... ./cmd/... ./probes/... ./build/... ./test/health/... ./test/monitoring/...
+test-unit: ## Run the unit tests of the pure core, the CLIs and the probes, and hold the admission policies to the Go code that enforces the same rules (no API server).
+	$(GO) test ./internal/... ./api/... ./cmd/... ./probes/... ./build/... ./test/health/... ./test/monitoring/... ./test/policies/...
 
 .PHONY: test-integration
 test-integration: envtest-bins $(KUSTOMIZE) ## Run the operator against a real kube-apiserver and etcd (envtest) with the real CRDs; install config/default and run the manager binary (test/deploy); the kubectl plugin's commands.

@@ -17,6 +17,7 @@ import (
 	"isochron.io/isochron/controllers"
 	"isochron.io/isochron/internal/move"
 	"isochron.io/isochron/internal/readiness"
+	"isochron.io/isochron/internal/render"
 	"isochron.io/isochron/internal/rtnet"
 	"isochron.io/isochron/internal/slo"
 )
@@ -173,21 +174,14 @@ func parseProbeCPU(s string) (resource.Quantity, error) {
 	return q, nil
 }
 
-// parseNamespaces reads --shared-network-namespaces: namespace names separated by commas
-// (spaces around them ignored, as the ValidatingAdmissionPolicy ignores them).
+// parseNamespaces reads --shared-network-namespaces as render.SharedNamespaces reads the
+// administrator's list (as the ValidatingAdmissionPolicy does).
 func parseNamespaces(s string) ([]string, error) {
-	var out []string
-	for _, n := range strings.Split(s, ",") {
-		n = strings.TrimSpace(n)
-		if n == "" {
-			continue
-		}
-		if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
-			return nil, fmt.Errorf("--shared-network-namespaces: %q is not a namespace name: %s", n, strings.Join(errs, "; "))
-		}
-		out = append(out, n)
+	namespaces, err := render.SharedNamespaces(s)
+	if err != nil {
+		return nil, fmt.Errorf("--shared-network-namespaces (or $%s): %w", isov1.EnvSharedNetworkNamespaces, err)
 	}
-	return out, nil
+	return namespaces, nil
 }
 
 // checkSecretName refuses a value of flag that cannot name a Secret ("" names none).

@@ -7,6 +7,7 @@ import (
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 )
@@ -60,6 +61,25 @@ func NetworkAllowed(cvm *isov1.CrawlerVM, shared []string) error {
 	}
 	return fmt.Errorf("spec.rtNIC.networkName: NetworkAttachmentDefinition %s is in namespace %s, and a CrawlerVM may use only the networks of its own namespace (%s) and of the namespaces an administrator shares (%s); create the network in %s, or have %s added to the shared namespaces",
 		key, key.Namespace, cvm.Namespace, sharedList(shared), cvm.Namespace, key.Namespace)
+}
+
+// SharedNamespaces reads the administrator's sharedNamespaces (key of the ConfigMap
+// isochron-networks, which reaches the manager as --shared-network-namespaces): namespace
+// names separated by commas, spaces around them and empty items ignored, as the
+// ValidatingAdmissionPolicy rt-network-tenancy reads the same key.
+func SharedNamespaces(list string) ([]string, error) {
+	var out []string
+	for _, n := range strings.Split(list, ",") {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			continue
+		}
+		if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
+			return nil, fmt.Errorf("%q is not a namespace name: %s", n, strings.Join(errs, "; "))
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 func sharedList(shared []string) string {
