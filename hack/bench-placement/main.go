@@ -176,9 +176,13 @@ func run(ctx context.Context, o options) error {
 	} else {
 		fmt.Printf("manager peak RSS %d MiB\n", iso.peakRSS>>20)
 	}
-	fmt.Printf("\n| crawlers / RT nodes | other nodes | other pods | decided | manager CPU to then | converged | peak RSS (VmHWM) | idle RSS (VmRSS) |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
-	fmt.Printf("| %d / %d | %d | %d | %s (%.0f/s) | %.1f s | %s | %d MiB | %s |\n\n", o.crawlers, o.nodes, o.otherNodes, o.otherPods,
-		iso.took.Round(10*time.Millisecond), iso.rate(o.crawlers), iso.cpu.Seconds(), convergedOrNot(iso), iso.peakRSS>>20, idleOrNot(iso))
+	fmt.Printf("crawler status writes (apiserver_request_total, crawlervms/status PATCH): %.0f to the last decision (%.2f per crawler), %.0f of them refused as conflicts (%.3f per crawler); %.0f to convergence, %.0f conflicts\n",
+		iso.decidedWrites.total, iso.decidedWrites.total/float64(o.crawlers), iso.decidedWrites.conflicts, iso.decidedWrites.conflicts/float64(o.crawlers),
+		iso.convergedWrites.total, iso.convergedWrites.conflicts)
+	fmt.Printf("\n| crawlers / RT nodes | other nodes | other pods | decided | manager CPU to then | status writes / conflicts to then | converged | peak RSS (VmHWM) | idle RSS (VmRSS) |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Printf("| %d / %d | %d | %d | %s (%.0f/s) | %.1f s | %.0f / %.0f | %s | %d MiB | %s |\n\n", o.crawlers, o.nodes, o.otherNodes, o.otherPods,
+		iso.took.Round(10*time.Millisecond), iso.rate(o.crawlers), iso.cpu.Seconds(), iso.decidedWrites.total, iso.decidedWrites.conflicts,
+		convergedOrNot(iso), iso.peakRSS>>20, idleOrNot(iso))
 	if o.skipScheduler {
 		return measureWritesIfAsked(ctx, env, o)
 	}
@@ -241,6 +245,9 @@ type result struct {
 	peakRSS          int64
 	// cpu is the deciding process's CPU time from its start to the last decision.
 	cpu time.Duration
+	// decidedWrites are the crawlers' status writes to the last decision, convergedWrites
+	// to convergence (isochron only).
+	decidedWrites, convergedWrites statusWrites
 }
 
 func (r result) rate(n int) float64 { return float64(n) / r.took.Seconds() }
@@ -317,6 +324,9 @@ func runIsochron(ctx context.Context, env *testenv.Env, o options, kc string, no
 	if res.cpu, err = cpuTime(cmd.Process.Pid); err != nil {
 		return res, err
 	}
+	if res.decidedWrites, err = crawlerStatusWrites(ctx, env.Config); err != nil {
+		return res, err
+	}
 	if calls, err := requests("http://" + metricsAddr + "/metrics"); err == nil {
 		fmt.Printf("manager's API requests when the last crawler was decided: %v\n", calls)
 	}
@@ -332,6 +342,9 @@ func runIsochron(ctx context.Context, env *testenv.Env, o options, kc string, no
 			return res, err
 		}
 		res.converged = time.Since(start)
+		if res.convergedWrites, err = crawlerStatusWrites(ctx, env.Config); err != nil {
+			return res, err
+		}
 		c0, err := cpuTime(cmd.Process.Pid)
 		if err != nil {
 			return res, err
@@ -419,6 +432,9 @@ leaderElection:
 	}
 	res := result{took: last.Sub(start), placed: placed, unplaced: unplaced}
 	if res.cpu, err = cpuTime(cmd.Process.Pid); err != nil {
+		return res, err
+	}
+	if res.decidedWrites, err = crawlerStatusWrites(ctx, env.Config); err != nil {
 		return res, err
 	}
 	bound := &corev1.PodList{}
