@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"context"
 	"os"
 	"strings"
 	"testing"
@@ -15,9 +16,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
+	"isochron.io/isochron/controllers"
 	"isochron.io/isochron/internal/inventory"
 	"isochron.io/isochron/internal/model"
 	"isochron.io/isochron/internal/render"
@@ -292,4 +298,73 @@ func gvr(group, version, resource string) schema.GroupVersionResource {
 
 func gvk(group, version, kind string) schema.GroupVersionKind {
 	return schema.GroupVersionKind{Group: group, Version: version, Kind: kind}
+}
+
+// The probe master key LoadProbeMasterKey creates (controllers, with the manager's
+// default Secret name, in config/default's namespace) is a Secret manager-secrets lets
+// the manager write.
+func TestManagerSecretsAdmitsTheProbeMasterKey(t *testing.T) {
+	p := policyOf(t, "manager_secrets.yaml", "manager-secrets")
+	var created *corev1.Secret
+	c := fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if s, ok := obj.(*corev1.Secret); ok {
+				created = s.DeepCopy()
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+	}).Build()
+	if _, err := controllers.LoadProbeMasterKey(context.Background(), c, "isochron-system", controllers.DefaultProbeMasterKeySecret); err != nil {
+		t.Fatal(err)
+	}
+	if created == nil {
+		t.Fatal("LoadProbeMasterKey created no Secret")
+	}
+	if admitted, message := p.judge(t, request{op: admission.Create, resource: gvr("", "v1", "secrets"), kind: gvk("", "v1", "Secret"),
+		object: created, user: manager}); !admitted {
+		t.Errorf("the probe master key %s/%s refused: %s", created.Namespace, created.Name, message)
+	}
+}
+
+// The policy vm-ownership (config/admission/vm_ownership.yaml) guards the VMs render.VM
+// renders (it knows them by the labels render gives them): another user's change of
+// such a VM's spec or of isochron's labels, or a VM made with them, is refused; an
+// annotation passes, and so do KubeVirt's writes (virtctl stop) and the manager's.
+func TestVMOwnershipGuardsTheRenderedVM(t *testing.T) {
+	p := policyOf(t, "vm_ownership.yaml", "vm-ownership")
+	in := renderInput(t, crawlerVariant{cvm: crawler(withRTNIC)})
+	vm, err := render.VM(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vms, vmKind := gvr("kubevirt.io", "v1", "virtualmachines"), gvk("kubevirt.io", "v1", "VirtualMachine")
+	for name, tc := range map[string]struct {
+		write func(*kubevirtv1.VirtualMachine)
+		user  *user.DefaultInfo
+		want  bool
+	}{
+		"its template's node, by a tenant":        {write: func(v *kubevirtv1.VirtualMachine) { v.Spec.Template.Spec.Affinity = nil }, user: tenant},
+		"its CPUs, by a tenant":                   {write: func(v *kubevirtv1.VirtualMachine) { v.Spec.Template.Spec.Domain.CPU.Cores++ }, user: tenant},
+		"isochron's label taken off, by a tenant": {write: func(v *kubevirtv1.VirtualMachine) { delete(v.Labels, isov1.LabelManagedBy) }, user: tenant},
+		"another crawler's label, by a tenant":    {write: func(v *kubevirtv1.VirtualMachine) { v.Labels[isov1.LabelCrawlerVM] = "other" }, user: tenant},
+		"an annotation, by a tenant":              {write: func(v *kubevirtv1.VirtualMachine) { v.Annotations = map[string]string{"team": "a"} }, user: tenant, want: true},
+		"stopped, by KubeVirt (virtctl stop)": {write: func(v *kubevirtv1.VirtualMachine) {
+			v.Spec.RunStrategy = ptr.To(kubevirtv1.RunStrategyHalted)
+		}, user: kubevirt, want: true},
+		"its template, by the manager": {write: func(v *kubevirtv1.VirtualMachine) { v.Spec.Template.Spec.Affinity = nil }, user: manager, want: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			after := vm.DeepCopy()
+			tc.write(after)
+			admitted, message := p.judge(t, request{op: admission.Update, resource: vms, kind: vmKind, object: custom(t, after), oldObject: custom(t, vm), user: tc.user})
+			if admitted != tc.want {
+				t.Errorf("admitted %t (%s), want %t; render.VM labels the VM %v", admitted, message, tc.want, vm.Labels)
+			}
+		})
+	}
+	t.Run("a VM made with render's labels, by a tenant", func(t *testing.T) {
+		if admitted, _ := p.judge(t, request{op: admission.Create, resource: vms, kind: vmKind, object: custom(t, vm), user: tenant}); admitted {
+			t.Error("admitted: isochron would take a tenant's VM for its crawler's")
+		}
+	})
 }
