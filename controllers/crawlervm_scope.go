@@ -163,22 +163,20 @@ func (s *scope) network(ctx context.Context) (*nadv1.NetworkAttachmentDefinition
 func (s *scope) rtNetwork(ctx context.Context) (readiness.Network, render.Binding, bool, error) {
 	cvm := s.cvm
 	n := readiness.Network{NotAllowed: render.NetworkAllowed(cvm, s.r.sharedNetworks)}
-	if cvm.Spec.RTNIC == nil || n.NotAllowed != nil {
-		return n, "", false, nil
+	if allowed := n.NotAllowed == nil; cvm.Spec.RTNIC == nil || !allowed {
+		return n, "", false, nil // not to be read: the checks before writing say why
 	}
 	n.Key = render.NetworkKey(cvm).String()
 	nad, err := s.network(ctx)
-	switch {
-	case apierrors.IsNotFound(err):
-		n.Missing = true
-		return n, "", false, nil
-	case apimeta.IsNoMatchError(err):
-		n.NoMultus = true
-		return n, "", false, nil
-	case err != nil:
+	n.Missing, n.NoMultus = apierrors.IsNotFound(err), apimeta.IsNoMatchError(err)
+	if err != nil && !n.Missing && !n.NoMultus {
 		return n, "", false, err
 	}
-	if n.UplinkNotAllowed = render.UplinkAllowed(nad, s.r.rtUplinks); n.UplinkNotAllowed != nil {
+	if nad == nil {
+		return n, "", false, nil // the checks before writing say what is missing
+	}
+	n.UplinkNotAllowed = render.UplinkAllowed(nad, s.r.rtUplinks)
+	if named := n.UplinkNotAllowed == nil; !named {
 		return n, "", false, nil
 	}
 	return n, render.BindingOf(nad), render.GuestDSCPOf(nad), nil

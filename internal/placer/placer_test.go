@@ -95,8 +95,16 @@ func newRig(t *testing.T, cpus int64, nodes []string, crawlers ...*isov1.Crawler
 	c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(objs...).Build()
 	r := &rig{}
 	r.Placer = New(c, c, Options{
-		Released:   func(node string) { r.mu.Lock(); r.released = append(r.released, node); r.mu.Unlock() },
-		Overbooked: func(key types.NamespacedName) { r.mu.Lock(); r.overbooked = append(r.overbooked, key.String()); r.mu.Unlock() },
+		Released: func(node string) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.released = append(r.released, node)
+		},
+		Overbooked: func(key types.NamespacedName) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.overbooked = append(r.overbooked, key.String())
+		},
 	})
 	return r
 }
