@@ -39,7 +39,11 @@ var (
 	probeImage    = os.Getenv("E2E_PROBE_IMG")
 	// probeCPU, if set, becomes the manager's --probe-cpu (a fraction on nodes too small
 	// to spare the probe an exclusive CPU).
-	probeCPU   = os.Getenv("E2E_PROBE_CPU")
+	probeCPU = os.Getenv("E2E_PROBE_CPU")
+	// probeGrace, if set, becomes the manager's --probe-grace (how long a probe Job may
+	// take to start and report beyond its duration): longer on nodes that start pods
+	// slowly, such as the emulated node VMs on a loaded machine.
+	probeGrace = os.Getenv("E2E_PROBE_GRACE")
 	guestImage = os.Getenv("E2E_GUEST_IMAGE")
 	artifacts  = env("E2E_ARTIFACTS", "../bin/e2e-artifacts")
 	kustomize  = env("KUSTOMIZE", "kustomize")
@@ -121,8 +125,9 @@ func run(m *testing.M) int {
 }
 
 // operatorObjects renders config/default with the images under test: the manager's
-// image and its --probe-image argument are set on the Deployment (and --probe-cpu
-// when E2E_PROBE_CPU is set), the NIC agent's image on its DaemonSet.
+// image and its --probe-image argument are set on the Deployment (and --probe-cpu and
+// --probe-grace when E2E_PROBE_CPU and E2E_PROBE_GRACE are set), the NIC agent's image on
+// its DaemonSet.
 func operatorObjects() ([]*unstructured.Unstructured, error) {
 	out, err := exec.Command(kustomize, "build", "../config/default").Output()
 	if err != nil {
@@ -184,6 +189,9 @@ func setImages(u *unstructured.Unstructured) error {
 		}
 		if probeCPU != "" {
 			c.Args = append(c.Args, "--probe-cpu="+probeCPU)
+		}
+		if probeGrace != "" {
+			c.Args = append(c.Args, "--probe-grace="+probeGrace)
 		}
 	}
 	if operatorNodeSelector != "" {

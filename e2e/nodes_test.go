@@ -128,7 +128,7 @@ func TestRefutedCrawlerMovesByLiveMigration(t *testing.T) {
 
 	var seenMove *isov1.Move
 	var notReady, failed []string
-	waitFor(t, probeTimeout+runTimeout, "the crawler moved by a live migration", func() (bool, string, error) {
+	waitProgress(t, stallTimeout, progressLimit, "the crawler moved by a live migration", func() (string, bool) { return nsProgress(ctx, t, ns) }, func() (bool, string, error) {
 		condition(ctx, t, cvm, isov1.ConditionReady)
 		if c := meta.FindStatusCondition(cvm.Status.Conditions, isov1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
 			notReady = append(notReady, fmt.Sprintf("%v", c))
@@ -211,11 +211,10 @@ func TestDrainMovesCrawlersWhereTheModelChose(t *testing.T) {
 		}
 	}
 
-	// The whole node, as an administrator drains it: the cluster's DaemonSets stay.
-	start := time.Now()
-	args := []string{"drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=15m"}
-	out, err := exec.Command(kubectl, args...).CombinedOutput()
-	t.Logf("kubectl %s (%s): %v\n%s", strings.Join(args, " "), time.Since(start).Round(time.Second), err, out)
+	// The whole node, as an administrator drains it: the cluster's DaemonSets stay. The
+	// drain runs as long as the moves progress (drain).
+	out, took, err := drain(ctx, t, ns, node, "--ignore-daemonsets", "--delete-emptydir-data")
+	t.Logf("kubectl drain %s (%s): %v\n%s", node, took.Round(time.Second), err, out)
 	if err != nil {
 		t.Fatalf("the drain did not complete")
 	}
@@ -317,7 +316,8 @@ func runCrawlerVM(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM) (*iso
 
 // runCrawlerVMs creates every crawler before it waits for any: their launcher pods and
 // guests start side by side (on the emulated nodes, minutes each). It returns their VMIs,
-// in order, once each runs and its crawler is Ready.
+// in order, once each runs and its crawler is Ready, waiting as long as their start
+// progresses (waitProgress).
 func runCrawlerVMs(ctx context.Context, t *testing.T, cvms ...*isov1.CrawlerVM) []*kubevirtv1.VirtualMachineInstance {
 	t.Helper()
 	for _, cvm := range cvms {
@@ -328,7 +328,8 @@ func runCrawlerVMs(ctx context.Context, t *testing.T, cvms ...*isov1.CrawlerVM) 
 	vmis := make([]*kubevirtv1.VirtualMachineInstance, len(cvms))
 	for i, cvm := range cvms {
 		vmi := &kubevirtv1.VirtualMachineInstance{}
-		waitFor(t, runTimeout, cvm.Name+": VMI Running and Ready=True", func() (bool, string, error) {
+		progress := func() (string, bool) { return nsProgress(ctx, t, cvm.Namespace) }
+		waitProgress(t, stallTimeout, progressLimit, cvm.Name+": VMI Running and Ready=True", progress, func() (bool, string, error) {
 			if err := cl.Get(ctx, client.ObjectKeyFromObject(cvm), vmi); err != nil {
 				return false, err.Error(), client.IgnoreNotFound(err)
 			}

@@ -34,9 +34,8 @@ func moveDedicatedLive(ctx context.Context, t *testing.T, cvm *isov1.CrawlerVM, 
 	// and isochron moves the crawler live; the drain then completes.
 	t.Cleanup(func() { _ = exec.Command(kubectl, "uncordon", node).Run() })
 	drained := time.Now()
-	args := []string{"drain", node, "--pod-selector", kubevirtv1.CreatedByLabel + "=" + string(vmi.UID), "--delete-emptydir-data", "--ignore-daemonsets", "--timeout=15m"}
-	out, err := exec.Command(kubectl, args...).CombinedOutput()
-	t.Logf("kubectl %s (%s): %v\n%s", strings.Join(args, " "), time.Since(drained).Round(time.Second), err, out)
+	out, took, err := drain(ctx, t, ns, node, "--pod-selector", kubevirtv1.CreatedByLabel+"="+string(vmi.UID), "--delete-emptydir-data", "--ignore-daemonsets")
+	t.Logf("kubectl drain %s (%s): %v\n%s", node, took.Round(time.Second), err, out)
 	if err != nil {
 		t.Fatalf("the drain did not complete")
 	}

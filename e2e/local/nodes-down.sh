@@ -24,6 +24,9 @@ for pidfile in "$RUN"/node-*.pid; do
 done
 if $stopped && kubectl_ get --raw /readyz >/dev/null 2>&1; then
   kubectl_ apply --server-side -k "$repo/e2e/local/kubevirt" >/dev/null || log "could not restore KubeVirt's CR (e2e/local/kubevirt)"
+  # Their Node objects too: a node VM is a new node each boot, and a Node left NotReady
+  # holds DaemonSet pods (virt-handler) that keep KubeVirt from being Available.
+  kubectl_ delete nodes -l "$NODE_LABELS" --wait=false >/dev/null || log "could not delete the node VMs' Node objects"
 fi
 for ((i = 1; i <= 16; i++)); do
   ip route del "$(node_pod_cidr "$i")" 2>/dev/null || true

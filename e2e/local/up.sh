@@ -71,6 +71,13 @@ start kube-apiserver "$KUBE_BIN/kube-apiserver" \
   --requestheader-extra-headers-prefix X-Remote-Extra- \
   --proxy-client-cert-file "$pki/front-proxy-client.crt" --proxy-client-key-file "$pki/front-proxy-client.key"
 wait_for kube-apiserver 90 kubectl_ get --raw /readyz
+# Node VMs of an earlier bring-up that no longer run (etcd outlives down.sh without
+# PURGE=1, and so it does a restart of the machine): their Node objects would hold
+# DaemonSet pods (virt-handler, the NIC agent) that never start, and KubeVirt would not
+# become Available. nodes-up.sh boots a node VM as a new Node anyway.
+for n in $(kubectl_ get nodes -l "$NODE_LABELS" -o name); do
+  alive "node-${n#node/}" || { log "deleting $n: its node VM no longer runs"; kubectl_ delete "$n" --wait=false >/dev/null; }
+done
 # Multus' and whereabouts' own permissions, before any pod needs them.
 kubectl_ apply -f "$repo/e2e/local/multus-rbac.yaml" >/dev/null
 kubectl_ apply -f "$repo/e2e/local/whereabouts-rbac.yaml" >/dev/null

@@ -261,8 +261,12 @@ e2e-local-nodes-up: e2e-local-node-image ## Add E2E_LOCAL_NODES worker nodes tha
 
 # The multi-node run: the tests between nodes move crawlers between the node VMs
 # (E2E_MOVE_NODES) and the node-loss test stops one by killing its QEMU (E2E_STOP_NODE);
-# that node stays dead, so the node-loss test runs last, on its own.
+# that node stays dead, so the node-loss test runs last, on its own. A probe pod on an
+# emulated node took over 5 min to start on a loaded machine (the manager's default
+# --probe-grace), so there the manager gives it E2E_LOCAL_MULTI_PROBE_GRACE.
+E2E_LOCAL_MULTI_PROBE_GRACE ?= 15m
 E2E_LOCAL_MULTI_ENV = KUBECONFIG=$(E2E_LOCAL_STATE)/admin.kubeconfig E2E_PROBE_CPU=$(E2E_LOCAL_PROBE_CPU) E2E_GUEST_RUNS_AGENT=1 \
+	E2E_PROBE_GRACE=$(E2E_LOCAL_MULTI_PROBE_GRACE) \
 	E2E_RT_UPLINK=$(shell sed -n 's/^NODE_RT_UPLINK=//p' e2e/local/common.sh) E2E_MOVE_NODES=$(shell sed -n 's/^NODE_LABELS=//p' e2e/local/common.sh) \
 	E2E_STOP_NODE='kill -9 "$$(cat $(E2E_LOCAL_STATE)/run/node-$$NODE.pid)"' E2E_OPERATOR_NODE_SELECTOR=node-role.kubernetes.io/control-plane=
 E2E_NODE_LOSS_TEST = TestLostNodeCrawlersRunElsewhereOnceFenced
