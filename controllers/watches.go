@@ -61,11 +61,17 @@ func (r *CrawlerVMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return r.watchNetworks(mgr, ctl, apiServed)
 }
 
+// ownEvents are a crawler's own changes it reconciles on: its spec, its reservation, a
+// fenced node attested, a probe requested.
+var ownEvents = predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, reservationChanged, fencedNodeAttested, probeRequested)
+
 // watches is what the crawlers reconcile on: their own objects, the triggers, the node
 // books, the placer's wakes, and Multus' API appearing (apiServed).
 func (r *CrawlerVMReconciler) watches(mgr ctrl.Manager, apiServed chan event.GenericEvent) *builder.TypedBuilder[reconcile.Request] {
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&isov1.CrawlerVM{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, reservationChanged, fencedNodeAttested, probeRequested))).
+		For(&isov1.CrawlerVM{}, builder.WithPredicates(ownEvents)).
+		// The same events again, for the crawlers waiting for a decision: ahead of the rest.
+		Watches(&isov1.CrawlerVM{}, decisionsFirst{}, builder.WithPredicates(ownEvents)).
 		Owns(&kubevirtv1.VirtualMachine{}).
 		// Migrations of a crawler's VMI, isochron's and anyone else's (takeOverMigrations).
 		Watches(&kubevirtv1.VirtualMachineInstanceMigration{}, handler.EnqueueRequestsFromMapFunc(byMigratedVMI)).
