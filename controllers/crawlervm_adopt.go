@@ -175,16 +175,3 @@ func (r *CrawlerVMReconciler) guardVMI(ctx context.Context, cvm *isov1.CrawlerVM
 	}
 	return nil
 }
-
-// cordonedAdopted is the node of an adopted VMI (no evictionStrategy External) when that
-// node is cordoned, "" otherwise.
-func cordonedAdopted(ctx context.Context, s *scope, vmi *kubevirtv1.VirtualMachineInstance) (string, error) {
-	if external(vmi) || vmi.Status.NodeName == "" {
-		return "", nil
-	}
-	node, err := s.node(ctx, vmi.Status.NodeName)
-	if err != nil || node == nil || !node.Spec.Unschedulable {
-		return "", err
-	}
-	return node.Name, nil
-}

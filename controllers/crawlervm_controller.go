@@ -49,6 +49,8 @@ type CrawlerVMReconciler struct {
 	minMoveInterval time.Duration
 	// refutedMemory is how long a node that refuted a crawler is kept from its moves.
 	refutedMemory time.Duration
+	// budget bounds the moves asked for outside isochron.
+	budget move.Budget
 	// nodeLostGrace is how long a crawler's node may be not ready before the crawler is
 	// presumed down.
 	nodeLostGrace time.Duration
@@ -110,6 +112,7 @@ func NewCrawlerVMReconciler(mgr ctrl.Manager, opts ...Option) *CrawlerVMReconcil
 
 		minMoveInterval:    slo.DefaultMinMoveInterval,
 		refutedMemory:      move.DefaultRefutedMemory,
+		budget:             move.DefaultBudget,
 		nodeLostGrace:      move.DefaultNodeLostGrace,
 		unschedulableGrace: move.DefaultUnschedulableGrace,
 		releaseAfter:       readiness.DefaultReleaseAfter,

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -182,7 +183,8 @@ func (r *CrawlerVMReconciler) restartElsewhere(ctx context.Context, cvm *isov1.C
 // which names its own node, so none can be scheduled; every move of a crawler goes to a
 // node the model chose. A request not yet handed off to a target is deleted (KubeVirt
 // aborts it), and the crawler moves by isochron's route instead, or stays and says why
-// (a move is under way, or no node fits).
+// (a move is under way, the budget of requested moves is spent (move.Budget), or no node
+// fits).
 func (r *CrawlerVMReconciler) takeOverMigrations(ctx context.Context, s *scope) (ctrl.Result, error) {
 	cvm, vmi := s.cvm, s.running
 	if vmi == nil {
@@ -201,16 +203,36 @@ func (r *CrawlerVMReconciler) takeOverMigrations(ctx context.Context, s *scope) 
 		if sel := mig.Spec.AddedNodeSelector; len(sel) > 0 {
 			asked = fmt.Sprintf("migration %s of VMI %s to a node with %s was asked for outside isochron", mig.Name, vmi.Name, labels.Set(sel))
 		}
+		refused := ""
 		if cvm.Status.Move != nil {
+			refused = fmt.Sprintf("isochron's move to node %s is under way", cvm.Status.Move.To)
+		} else if wait, spent, err := r.requestedMoveWait(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		} else if wait > 0 {
+			refused = fmt.Sprintf("%s; ask again after %s", spent, r.clock.Now().Add(wait).UTC().Format(time.RFC3339))
+		}
+		if refused != "" {
 			if err := deleteMigration(ctx, r.Client, mig); err != nil {
 				return ctrl.Result{}, err
 			}
-			s.event(cvm, corev1.EventTypeWarning, isov1.EventReasonMigrationRefused, fmt.Sprintf("Deleted %s: isochron's move to node %s is under way", asked, cvm.Status.Move.To))
+			s.event(cvm, corev1.EventTypeWarning, isov1.EventReasonMigrationRefused, fmt.Sprintf("Deleted %s: %s", asked, refused))
 			continue
 		}
 		return ctrl.Result{}, r.takeOver(ctx, s, mig, asked)
 	}
 	return ctrl.Result{}, nil
+}
+
+// requestedMoveWait is how long a move of the crawler asked for outside isochron waits for
+// the budget of requested moves (move.Budget, over the crawlers of its namespace), and
+// why; 0 when it may start.
+func (r *CrawlerVMReconciler) requestedMoveWait(ctx context.Context, s *scope) (time.Duration, string, error) {
+	crawlers := &isov1.CrawlerVMList{}
+	if err := r.List(ctx, crawlers, client.InNamespace(s.cvm.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return 0, "", fmt.Errorf("listing the crawlers of namespace %s: %w", s.cvm.Namespace, err)
+	}
+	wait, why := r.budget.Wait(r.clock.Now(), s.cvm, crawlers.Items)
+	return wait, why, nil
 }
 
 // askedOutside says whether mig is a migration of vmi, the crawler's, that someone other

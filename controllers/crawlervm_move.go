@@ -37,7 +37,8 @@ type moveTrigger struct {
 	// cold is set when the crawler restarts on the new node: its first copy is gone, or
 	// does not run.
 	cold bool
-	// avoid are the nodes it must not go to, besides those being drained.
+	// avoid are the nodes it must not go to (a cordoned node, one being drained, no
+	// decision offers).
 	avoid []placement.Avoid
 	// why is what the move's message, and a blocked one, say first.
 	why string
@@ -49,7 +50,7 @@ type moveTrigger struct {
 }
 
 // startMove moves the crawler, for t, to another node the model chose: never one t
-// avoids nor one being drained, the crawler keeping its size (a live migration moves the
+// avoids nor a cordoned one, the crawler keeping its size (a live migration moves the
 // VM as it is). The move is a placement decision like any other (reserve): recorded in
 // status.move with the reservation held on both nodes until it ends, and persisted before
 // anything is done on it. also, when set, adds to the status a move records. It returns
@@ -61,13 +62,9 @@ func (r *CrawlerVMReconciler) startMove(ctx context.Context, s *scope, t moveTri
 	if !ok {
 		return placement.Decision{}, false, nil
 	}
-	draining, err := r.drainingNodes(ctx, s)
-	if err != nil {
-		return placement.Decision{}, false, err
-	}
 	req := s.request(ctx)
 	req.MoveTo, req.Size = t.to, &held.Sizing
-	req.Avoid = append(append(req.Avoid, t.avoid...), draining...)
+	req.Avoid = append(req.Avoid, t.avoid...)
 	return r.reserve(ctx, s, placer.Request{Crawler: cvm, Decide: &req, Leaving: held.Node}, func(d placement.Decision) {
 		if !d.Placed() {
 			return

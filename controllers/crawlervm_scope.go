@@ -34,14 +34,13 @@ type scope struct {
 	overbooked string
 
 	// Read once, on first use.
-	w        *world
-	nodes    map[string]*corev1.Node
-	nad      *nadv1.NetworkAttachmentDefinition
-	nadErr   error
-	nadRead  bool
-	support  *sizing.SupportConfig
-	base     *placement.Request
-	draining []placement.Avoid
+	w       *world
+	nodes   map[string]*corev1.Node
+	nad     *nadv1.NetworkAttachmentDefinition
+	nadErr  error
+	nadRead bool
+	support *sizing.SupportConfig
+	base    *placement.Request
 
 	// gatewayIP is the probe gateway Service's address, serviceErr why it cannot be had.
 	gatewayIP  string

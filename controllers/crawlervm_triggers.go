@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/internal/format"
@@ -24,30 +23,45 @@ import (
 // The triggers of a move, each a phase: what makes a crawler leave its node, found from
 // the scope, handed to the one engine (relocate).
 
-// evacuate moves the crawler off a node that is being drained: an eviction of its
-// launcher pod marked its VMI for evacuation (evictionStrategy External; KubeVirt
-// migrates nothing itself), or, for a VMI adopted from an earlier release, the node was
-// cordoned. Where no node fits, the crawler stays, says what is missing, and the drain
-// waits (its eviction keeps being refused).
+// evacuate moves the crawler off its node when an eviction of its launcher pod marked
+// its VMI for evacuation (evictionStrategy External: KubeVirt migrates nothing itself).
+// Only an administrator or the cluster's own controllers cordon a node, so a mark on a
+// cordoned node is a drain: the crawler moves, and where no node fits it stays, says what
+// is missing, and the drain waits (its eviction keeps being refused). Anyone who may evict
+// the namespace's pods can mark it on a node nobody cordoned: that is a request to move
+// this crawler (evicted), within the budget of requested moves, and it closes the node to
+// no other crawler. A VMI adopted from an earlier release (no evictionStrategy External)
+// leaves a cordoned node as for a drain.
 func (r *CrawlerVMReconciler) evacuate(ctx context.Context, s *scope) (ctrl.Result, error) {
 	cvm, vmi := s.cvm, s.running
-	if vmi == nil || cvm.Status.Move != nil || cvm.Status.Placement == nil {
+	if vmi == nil || cvm.Status.Move != nil || cvm.Status.Placement == nil || vmi.Status.NodeName == "" {
 		return ctrl.Result{}, nil
 	}
-	node := vmi.Status.EvacuationNodeName
-	why := fmt.Sprintf("node %s is being drained (an eviction marked VMI %s for evacuation)", node, vmi.Name)
-	if node == "" {
-		cordoned, err := cordonedAdopted(ctx, s, vmi)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		node = cordoned
-		why = fmt.Sprintf("node %s is cordoned, and VMI %s, adopted from an earlier release of isochron, has no evictionStrategy External until its next start: isochron moves it off as for a drain", node, vmi.Name)
-	}
-	if node == "" || node != vmi.Status.NodeName {
+	node := vmi.Status.NodeName
+	marked := vmi.Status.EvacuationNodeName == node
+	if !marked && external(vmi) {
 		return ctrl.Result{}, nil
 	}
-	if last := cvm.Status.LastMove; last != nil && last.Reason == isov1.MoveEvacuation {
+	n, err := s.node(ctx, node)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	cordoned := n != nil && n.Spec.Unschedulable
+	switch {
+	case marked && cordoned:
+		return r.drain(ctx, s, node, fmt.Sprintf("node %s is being drained (it is cordoned, and an eviction marked VMI %s for evacuation)", node, vmi.Name))
+	case marked:
+		return r.evicted(ctx, s, vmi)
+	case cordoned:
+		return r.drain(ctx, s, node, fmt.Sprintf("node %s is cordoned, and VMI %s, adopted from an earlier release of isochron, has no evictionStrategy External until its next start: isochron moves it off as for a drain", node, vmi.Name))
+	}
+	return ctrl.Result{}, nil
+}
+
+// drain moves the crawler off node, which is being drained, after the backoff of a failed
+// try.
+func (r *CrawlerVMReconciler) drain(ctx context.Context, s *scope, node, why string) (ctrl.Result, error) {
+	if last := s.cvm.Status.LastMove; last != nil && last.Reason == isov1.MoveEvacuation {
 		if wait := move.RetryWait(last, r.clock.Now()); wait > 0 {
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
@@ -56,27 +70,22 @@ func (r *CrawlerVMReconciler) evacuate(ctx context.Context, s *scope) (ctrl.Resu
 		then: fmt.Sprintf("the drain waits: free what is missing on another node, or cancel the drain (kubectl uncordon %s)", node)})
 }
 
-// drainingNodes are the nodes being drained, as the evictions of crawlers' launcher pods
-// marked them (status.evacuationNodeName of their VMIs), read once: no decision places a
-// crawler there, as none places one on a cordoned node.
-func (r *CrawlerVMReconciler) drainingNodes(ctx context.Context, s *scope) ([]placement.Avoid, error) {
-	if s.draining != nil {
-		return s.draining, nil
+// evicted moves the crawler whose launcher someone evicted on a node nobody cordoned: a
+// request to move it (MoveRequested), which waits for the budget of requested moves
+// (move.Budget) and says so.
+func (r *CrawlerVMReconciler) evicted(ctx context.Context, s *scope, vmi *kubevirtv1.VirtualMachineInstance) (ctrl.Result, error) {
+	node := vmi.Status.NodeName
+	why := fmt.Sprintf("an eviction of its launcher pod marked VMI %s for evacuation on node %s, which is not cordoned: isochron takes it as a request to move the crawler", vmi.Name, node)
+	wait, spent, err := r.requestedMoveWait(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
-	vmis := &kubevirtv1.VirtualMachineInstanceList{}
-	if err := r.List(ctx, vmis, client.HasLabels{isov1.LabelCrawlerVM}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing crawlers' VMIs: %w", err)
+	if wait > 0 {
+		s.event(s.cvm, corev1.EventTypeWarning, isov1.EventReasonMoveDeferred, fmt.Sprintf("%s; it stays until %s: %s", why, r.clock.Now().Add(wait).UTC().Format(time.RFC3339), spent))
+		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	seen := map[string]bool{}
-	out := []placement.Avoid{}
-	for i := range vmis.Items {
-		if n := vmis.Items[i].Status.EvacuationNodeName; n != "" && !seen[n] {
-			seen[n] = true
-			out = append(out, placement.Avoid{Node: n, Why: "node is being drained"})
-		}
-	}
-	s.draining = out
-	return out, nil
+	return r.relocate(ctx, s, moveTrigger{reason: isov1.MoveRequested, avoid: []placement.Avoid{{Node: node, Why: "the node it runs on"}}, why: why,
+		then: "the eviction stays refused; free what is missing on another node"})
 }
 
 // recoverLostNode starts the crawler on another node once its node is lost and fenced

@@ -328,7 +328,9 @@ func TestDrainHandsTheCrawlerToIsochron(t *testing.T) {
 	createNode(t, rtNode("drain-1", "it", "drain"), 16)
 	c, vmi := placedCrawler(t, ns, "drained", "drain")
 
-	// The only node: the eviction is refused, and the crawler says the drain waits.
+	// The only node, cordoned (kubectl drain's first step): the eviction is refused, and
+	// the crawler says the drain waits.
+	cordonNode(t, "drain-1")
 	if err := kv.Evict(ctx, client.ObjectKeyFromObject(vmi)); !apierrors.IsTooManyRequests(err) {
 		t.Fatalf("eviction: %v, want it refused (429)", err)
 	}
@@ -356,7 +358,7 @@ func TestDrainHandsTheCrawlerToIsochron(t *testing.T) {
 		t.Errorf("eviction on drain-2: %v, want it refused again (the next drain is isochron's too)", err)
 	}
 	if get(t, c); c.Status.Move == nil || c.Status.Move.To == "drain-2" {
-		// Evicted from drain-2 with drain-1 still being drained: no node, or drain-1 is
+		// Evicted from drain-2 with drain-1 still cordoned: no node, or drain-1 is
 		// avoided: the crawler never goes back to a draining node.
 		if c.Status.Move != nil {
 			t.Errorf("moving to %s", c.Status.Move.To)
@@ -876,6 +878,7 @@ func TestMigrationWithATargetGoesThereOrIsRefused(t *testing.T) {
 	}
 	eventually(t, "the asked-for migration gone", func() (bool, string) { return !get(t, asked), fmt.Sprint(asked.Status.Phase) })
 
+	clk.Step(move.DefaultBudget.Interval + time.Second) // a crawler moves on request once per interval
 	refused := ask("to-tiny")
 	eventually(t, "the migration to to-tiny refused", func() (bool, string) { return !get(t, refused), fmt.Sprint(refused.Status.Phase) })
 	got := awaitEvents(t, c, isov1.EventReasonMigrationRefused+": ")

@@ -7,6 +7,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"isochron.io/isochron/internal/access"
+	"isochron.io/isochron/internal/move"
 	"isochron.io/isochron/internal/slo"
 )
 
@@ -33,6 +34,12 @@ func WithMinMoveInterval(d time.Duration) Option {
 // kept from the crawler's moves (default move.DefaultRefutedMemory).
 func WithRefutedNodeMemory(d time.Duration) Option {
 	return func(r *CrawlerVMReconciler) { r.refutedMemory = d }
+}
+
+// WithRequestedMoveBudget bounds the moves asked for outside isochron: migrations someone
+// created, evictions on nodes nobody cordoned (default move.DefaultBudget).
+func WithRequestedMoveBudget(b move.Budget) Option {
+	return func(r *CrawlerVMReconciler) { r.budget = b }
 }
 
 // WithNodeLostGrace sets how long a crawler's node may be not ready before the crawler is

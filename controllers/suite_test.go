@@ -26,6 +26,7 @@ import (
 	isov1 "isochron.io/isochron/api/v1alpha1"
 	"isochron.io/isochron/controllers"
 	"isochron.io/isochron/internal/access"
+	"isochron.io/isochron/internal/move"
 	"isochron.io/isochron/internal/slo"
 	"isochron.io/isochron/test/support/testenv"
 	"isochron.io/isochron/test/support/virtsim"
@@ -242,7 +243,9 @@ func run(m *testing.M) int {
 	probes := slo.DefaultOptions("isochron/rtprobe:test")
 	probes.Grace = 2 * time.Second // a short grace lets the Job controller time a probe out within a test
 	r := controllers.NewCrawlerVMReconciler(mgr, controllers.WithConcurrency(4), controllers.WithProbes(probes), controllers.WithClock(clk),
-		controllers.WithRTUplinks([]string{testUplink}), controllers.WithProbeMasterKey(masterKey), controllers.WithNodeAccess(nodeAccess))
+		controllers.WithRTUplinks([]string{testUplink}), controllers.WithProbeMasterKey(masterKey), controllers.WithNodeAccess(nodeAccess),
+		// Two requested moves a namespace (TestRequestedMovesHaveABudget), the interval as shipped.
+		controllers.WithRequestedMoveBudget(move.Budget{Interval: move.DefaultBudget.Interval, PerNamespace: 2}))
 	if err := r.SetupWithManager(mgr); err != nil {
 		panic(err)
 	}

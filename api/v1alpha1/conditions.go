@@ -256,16 +256,18 @@ const (
 	// EventReasonNoBetterNode: under onRefuted Replace, no other node is predicted to
 	// fit a refuted crawler; it stays where it is.
 	EventReasonNoBetterNode = "NoBetterNode"
-	// EventReasonMoveDeferred: under onRefuted Replace, a refuted crawler moved less
-	// than the minimum move interval ago; it moves when the interval has passed.
+	// EventReasonMoveDeferred: a move waits: under onRefuted Replace, a refuted crawler
+	// moved less than the minimum move interval ago; or an eviction of its launcher on a
+	// node nobody cordoned (a request to move it) finds the budget of requested moves
+	// spent. It moves when the wait has passed.
 	EventReasonMoveDeferred = "MoveDeferred"
 	// EventReasonMigrationTakenOver: someone else's migration of the crawler's VMI
 	// (virtctl migrate, KubeVirt's workload updater) was deleted, and isochron moves the
 	// crawler to a node the model chose instead.
 	EventReasonMigrationTakenOver = "MigrationTakenOver"
 	// EventReasonMigrationRefused: someone else's migration of the crawler's VMI was
-	// deleted, and the crawler stays: a move of isochron's is under way, or no other node
-	// can hold it (the message says which).
+	// deleted, and the crawler stays: a move of isochron's is under way, the budget of
+	// requested moves is spent, or no other node can hold it (the message says which).
 	EventReasonMigrationRefused = "MigrationRefused"
 	// EventReasonRecalibrated: a conclusive probe changed the correction of the
 	// crawler's node (recorded on the CrawlerVM whose probe it was).

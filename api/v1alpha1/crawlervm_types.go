@@ -614,8 +614,9 @@ const (
 	// MoveRefuted: a probe refuted the crawler's SLO on its node, and its
 	// spec.placement.onRefuted is Replace.
 	MoveRefuted MoveReason = "Refuted"
-	// MoveEvacuation: the crawler's node is being drained (an eviction of its launcher
-	// pod marked the VMI for evacuation: evictionStrategy External).
+	// MoveEvacuation: the crawler's node is being drained: it is cordoned, and an
+	// eviction of its launcher pod marked the VMI for evacuation (evictionStrategy
+	// External).
 	MoveEvacuation MoveReason = "Evacuation"
 	// MoveSpecChange: a spec change no longer fits the node the crawler runs on (its
 	// node selector, its tolerations, or the size it needs now).
@@ -624,8 +625,9 @@ const (
 	// on another node (a cold move: its first copy is gone).
 	MoveNodeLost MoveReason = "NodeLost"
 	// MoveRequested: someone asked KubeVirt to migrate the crawler's VMI (virtctl
-	// migrate, KubeVirt's workload updater after its upgrade); isochron took the request
-	// over, to a node the model chose.
+	// migrate, KubeVirt's workload updater after its upgrade), or evicted its launcher on a
+	// node nobody cordoned; isochron took the request over, to a node the model chose,
+	// within the manager's budget of requested moves.
 	MoveRequested MoveReason = "Requested"
 	// MoveNodeRejected: the kubelet of the crawler's node refused to run its launcher for
 	// a reason of the node (it cannot pin its CPUs, it is out of a resource, it evicted

@@ -87,7 +87,7 @@ func run(ctx context.Context, o options, build version.Info) error {
 	}
 	r := controllers.NewCrawlerVMReconciler(mgr, controllers.WithNodeAccess(rules), controllers.WithConcurrency(o.concurrency), controllers.WithProbeMasterKey(master),
 		controllers.WithReconcileTimeout(o.reconcileTimeout), controllers.WithLeaderIdentity(identity), controllers.WithProbes(o.probes),
-		controllers.WithMinMoveInterval(o.minMoveInterval), controllers.WithRefutedNodeMemory(o.refutedMemory), controllers.WithNodeLostGrace(o.nodeLostGrace),
+		controllers.WithMinMoveInterval(o.minMoveInterval), controllers.WithRefutedNodeMemory(o.refutedMemory), controllers.WithRequestedMoveBudget(o.budget), controllers.WithNodeLostGrace(o.nodeLostGrace),
 		controllers.WithUnschedulableGrace(o.unschedulableGrace), controllers.WithReleaseAfter(o.releaseAfter),
 		controllers.WithSharedNetworkNamespaces(o.sharedNetworks), controllers.WithRTUplinks(o.rtUplinks))
 	if err := r.SetupWithManager(mgr); err != nil {

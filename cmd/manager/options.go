@@ -45,6 +45,8 @@ type options struct {
 
 	minMoveInterval, nodeLostGrace, releaseAfter, unschedulableGrace, refutedMemory time.Duration
 
+	budget move.Budget
+
 	sharedNetworks, rtUplinks []string
 
 	zap zap.Options
@@ -108,6 +110,8 @@ func (o *options) bind(fs *flag.FlagSet, getenv func(string) string) rawFlags {
 	fs.DurationVar(&o.nodeLostGrace, "node-lost-grace", move.DefaultNodeLostGrace, "How long a crawler's node may be not ready (after Kubernetes' own node-monitor grace) before the crawler is presumed down and reported; it starts elsewhere only once the node is fenced.")
 	fs.DurationVar(&o.releaseAfter, "release-after", readiness.DefaultReleaseAfter, "How long a crawler may be down because a person stopped its VM (virtctl stop) or the API server refuses its launcher pod (a ResourceQuota, a policy) before its real-time reservation is released; it is placed again once a launcher of it exists.")
 	fs.DurationVar(&o.unschedulableGrace, "unschedulable-grace", move.DefaultUnschedulableGrace, "How long a crawler's launcher may be unschedulable on its node for a reason of the node (cordoned, a taint it does not tolerate, its CPUs taken) before the crawler starts on another node the model chose (once within --min-move-interval).")
+	fs.DurationVar(&o.budget.Interval, "requested-move-interval", move.DefaultBudget.Interval, "A crawler moves at most once per interval on a request made outside isochron (a migration someone created, an eviction of its launcher on a node nobody cordoned); a drain (the node cordoned) is never held back.")
+	fs.IntVar(&o.budget.PerNamespace, "requested-moves-per-namespace", move.DefaultBudget.PerNamespace, "The crawlers of one namespace move at most this many times per --requested-move-interval on requests made outside isochron; a request beyond it waits (an eviction) or is deleted (a migration), with an Event that says until when.")
 	fs.DurationVar(&o.refutedMemory, "refuted-node-memory", move.DefaultRefutedMemory, "How long a node where a probe refuted a crawler's SLO is kept from the crawler's moves (at most 8 nodes are remembered per crawler).")
 	// --kubeconfig, which ctrl.GetConfig reads (controller-runtime registers it on the
 	// process's flag set; this one is the manager's own).
@@ -131,6 +135,9 @@ func (o *options) read(raw rawFlags) error {
 	}
 	if o.rtUplinks, err = rtnet.ParseUplinks(*raw.uplinks); err != nil {
 		return fmt.Errorf("--rt-uplinks (or $%s): %w", isov1.EnvRTUplinks, err)
+	}
+	if err := o.budget.Validate(); err != nil {
+		return err
 	}
 	if o.leaderElect {
 		return checkLeaderElection(o.leaseDuration, o.renewDeadline, o.retryPeriod)

@@ -28,6 +28,7 @@ func defaults() options {
 		probes:          slo.Options{Image: slo.DefaultImage, Grace: 5 * time.Minute, TTL: time.Hour, CPU: slo.DefaultCPU},
 		minMoveInterval: slo.DefaultMinMoveInterval, nodeLostGrace: move.DefaultNodeLostGrace, releaseAfter: readiness.DefaultReleaseAfter,
 		unschedulableGrace: move.DefaultUnschedulableGrace, refutedMemory: move.DefaultRefutedMemory,
+		budget: move.DefaultBudget,
 	}
 }
 
@@ -65,13 +66,14 @@ func TestParseOptions(t *testing.T) {
 		"the manager's own durations, metrics, API rate and logging": {
 			args: []string{"--leader-elect", "--leader-elect-lease-duration=30s", "--leader-elect-renew-deadline=20s", "--leader-elect-retry-period=5s",
 				"--reconcile-timeout=1m", "--min-move-interval=2h", "--node-lost-grace=30s", "--release-after=5m", "--unschedulable-grace=1m",
-				"--refuted-node-memory=48h", "--max-concurrent-reconciles=4", "--kube-api-qps=50", "--kube-api-burst=100",
+				"--refuted-node-memory=48h", "--requested-move-interval=1h", "--requested-moves-per-namespace=2", "--max-concurrent-reconciles=4", "--kube-api-qps=50", "--kube-api-burst=100",
 				"--metrics-secure=false", "--metrics-cert-dir=/certs", "--enable-http2", "--pprof-bind-address=:6060",
 				"--probe-master-key-secret=key", "--leader-election-namespace=elsewhere", "--zap-log-level=debug", "--kubeconfig=/dev/null"},
 			want: func(o *options) {
 				o.leaderElect, o.leaseDuration, o.renewDeadline, o.retryPeriod = true, 30*time.Second, 20*time.Second, 5*time.Second
 				o.reconcileTimeout, o.minMoveInterval, o.nodeLostGrace, o.releaseAfter = time.Minute, 2*time.Hour, 30*time.Second, 5*time.Minute
 				o.unschedulableGrace, o.refutedMemory = time.Minute, 48*time.Hour
+				o.budget = move.Budget{Interval: time.Hour, PerNamespace: 2}
 				o.concurrency, o.qps, o.burst = 4, 50, 100
 				o.secureMetrics, o.metricsCertDir, o.enableHTTP2, o.pprofAddr = false, "/certs", true, ":6060"
 				o.masterKeySecret, o.leaderElectionNamespace = "key", "elsewhere"
@@ -104,6 +106,14 @@ func TestParseOptions(t *testing.T) {
 		"a renewal within a retry": {
 			args:    []string{"--leader-elect", "--leader-elect-renew-deadline=2s"},
 			wantErr: []string{"--leader-elect-renew-deadline=2s must be longer than 1.2 times --leader-elect-retry-period=2s", "raise the deadline or shorten the period"},
+		},
+		"no budget of requested moves": {
+			args:    []string{"--requested-moves-per-namespace=0"},
+			wantErr: []string{"--requested-moves-per-namespace 0: give at least 1, such as 5"},
+		},
+		"a requested-move interval of zero": {
+			args:    []string{"--requested-move-interval=0s"},
+			wantErr: []string{"--requested-move-interval 0s: give a positive duration, such as 10m0s"},
 		},
 		"no retry": {
 			args:    []string{"--leader-elect", "--leader-elect-retry-period=0s"},
