@@ -31,29 +31,25 @@ import (
 // the namespace's pods can mark it on a node nobody cordoned: that is a request to move
 // this crawler (evicted), within the budget of requested moves, and it closes the node to
 // no other crawler. A VMI adopted from an earlier release (no evictionStrategy External)
-// leaves a cordoned node as for a drain.
+// leaves a cordoned node as for a drain (move.EvacuationOf).
 func (r *CrawlerVMReconciler) evacuate(ctx context.Context, s *scope) (ctrl.Result, error) {
 	cvm, vmi := s.cvm, s.running
 	if vmi == nil || cvm.Status.Move != nil || cvm.Status.Placement == nil || vmi.Status.NodeName == "" {
 		return ctrl.Result{}, nil
 	}
 	node := vmi.Status.NodeName
-	marked := vmi.Status.EvacuationNodeName == node
-	if !marked && external(vmi) {
-		return ctrl.Result{}, nil
-	}
 	n, err := s.node(ctx, node)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	cordoned := n != nil && n.Spec.Unschedulable
-	switch {
-	case marked && cordoned:
+	switch move.EvacuationOf(vmi.Status.EvacuationNodeName == node, n != nil && n.Spec.Unschedulable, external(vmi)) {
+	case move.Drain:
 		return r.drain(ctx, s, node, fmt.Sprintf("node %s is being drained (it is cordoned, and an eviction marked VMI %s for evacuation)", node, vmi.Name))
-	case marked:
+	case move.Evicted:
 		return r.evicted(ctx, s, vmi)
-	case cordoned:
+	case move.DrainAdopted:
 		return r.drain(ctx, s, node, fmt.Sprintf("node %s is cordoned, and VMI %s, adopted from an earlier release of isochron, has no evictionStrategy External until its next start: isochron moves it off as for a drain", node, vmi.Name))
+	case move.Stay:
 	}
 	return ctrl.Result{}, nil
 }

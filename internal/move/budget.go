@@ -81,3 +81,36 @@ func requestedAt(c *isov1.CrawlerVM) (time.Time, bool) {
 	}
 	return time.Time{}, false
 }
+
+// Evacuation is what an evacuation mark or a cordon asks of a crawler's running VMI.
+type Evacuation int
+
+const (
+	// Stay: no mark on the VMI's node, or one for another node (KubeVirt clears it).
+	Stay Evacuation = iota
+	// Drain: the VMI is marked on a cordoned node, which only an administrator or the
+	// cluster's own controllers can cordon: the crawler leaves (MoveEvacuation).
+	Drain
+	// Evicted: the VMI is marked on a node nobody cordoned, which anyone who may evict
+	// the namespace's pods can cause: a request to move this crawler alone
+	// (MoveRequested, within the Budget).
+	Evicted
+	// DrainAdopted: a VMI adopted from an earlier release (no evictionStrategy External,
+	// so never marked) on a cordoned node leaves as for a drain.
+	DrainAdopted
+)
+
+// EvacuationOf says what the crawler's VMI running on its node is asked: marked is
+// whether status.evacuationNodeName names that node, cordoned whether the node is
+// cordoned, external whether the VMI has evictionStrategy External.
+func EvacuationOf(marked, cordoned, external bool) Evacuation {
+	switch {
+	case marked && cordoned:
+		return Drain
+	case marked:
+		return Evicted
+	case cordoned && !external:
+		return DrainAdopted
+	}
+	return Stay
+}

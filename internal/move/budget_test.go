@@ -96,3 +96,21 @@ func TestBudgetValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestEvacuationOf(t *testing.T) {
+	for _, tc := range []struct {
+		marked, cordoned, external bool
+		want                       Evacuation
+	}{
+		{marked: true, cordoned: true, external: true, want: Drain},
+		{marked: true, cordoned: false, external: true, want: Evicted},
+		{marked: false, cordoned: true, external: true, want: Stay}, // the drain's eviction has not come yet
+		{marked: false, cordoned: true, external: false, want: DrainAdopted},
+		{marked: false, cordoned: false, external: false, want: Stay},
+		{marked: false, cordoned: false, external: true, want: Stay},
+	} {
+		if got := EvacuationOf(tc.marked, tc.cordoned, tc.external); got != tc.want {
+			t.Errorf("EvacuationOf(marked %v, cordoned %v, external %v) = %d, want %d", tc.marked, tc.cordoned, tc.external, got, tc.want)
+		}
+	}
+}
