@@ -700,15 +700,7 @@ func TestUnschedulableLauncherMovesTheCrawler(t *testing.T) {
 	waitForCrawler(t, c, "Ready on "+from, func(c *isov1.CrawlerVM) bool {
 		return hasCondition(c, isov1.ConditionReady, metav1.ConditionTrue, isov1.ReasonVMIRunning)
 	})
-	node := &corev1.Node{}
-	if err := k8s.Get(ctx, client.ObjectKey{Name: from}, node); err != nil {
-		t.Fatal(err)
-	}
-	cordon := client.MergeFrom(node.DeepCopy())
-	node.Spec.Unschedulable = true
-	if err := k8s.Patch(ctx, node, cordon); err != nil {
-		t.Fatal(err)
-	}
+	cordonNode(t, from)
 	setVMIPhase(t, vmi, kubevirtv1.Scheduling, "") // the guest crashed; KubeVirt starts it again
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "virt-launcher-unschedulable-x",
